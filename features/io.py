@@ -1,0 +1,278 @@
+"""Find and read TpuGraphs `.npz` files, validating every key against the real format.
+
+The format reference is `shared/tpugraphs_format.md`. Nothing here computes features: a `Graph`
+holds the file's arrays under the dataset's own key names, cast to canonical dtypes, with
+`node_config_feat` already int8 (its only values are -1..5, so int8 is exact and 4x smaller).
+"""
+from __future__ import annotations
+
+import os
+import zipfile
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+COLLECTIONS = (
+    "tile:xla",
+    "layout:xla:default",
+    "layout:xla:random",
+    "layout:nlp:default",
+    "layout:nlp:random",
+)
+SPLITS = ("train", "valid", "test")
+N_NODE_FEAT = 140
+N_TILE_CONFIG_FEAT = 24
+N_LAYOUT_CONFIG_FEAT = 18
+MAX_OPCODE = 120
+DEFAULT_DATA_DIR = Path("~/data/tpugraphs")
+
+TILE_KEYS = ("node_feat", "node_opcode", "edge_index", "config_feat", "config_runtime",
+             "config_runtime_normalizers")
+LAYOUT_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_config_feat",
+               "config_runtime", "node_splits")
+
+
+class DataFormatError(ValueError):
+    """A data file or directory does not match the TpuGraphs format; the message names it."""
+
+
+class Graph(NamedTuple):
+    """One npz file. Layout-only keys are None for tile files and vice versa.
+
+    Shapes: node_feat (n, 140) float32; node_opcode (n,) int64; edge_index (m, 2) int64 with row
+    [u, v] meaning u consumes v; config_runtime (c,) int64 (zeros in test);
+    tile: config_feat (c, 24) float32, config_runtime_normalizers (c,) int64;
+    layout: node_config_ids (nc,) int64, node_config_feat (c, nc, 18) int8, node_splits (s,) int64.
+    """
+
+    path: Path
+    collection: str
+    split: str
+    node_feat: np.ndarray
+    node_opcode: np.ndarray
+    edge_index: np.ndarray
+    config_runtime: np.ndarray
+    config_feat: np.ndarray | None = None
+    config_runtime_normalizers: np.ndarray | None = None
+    node_config_ids: np.ndarray | None = None
+    node_config_feat: np.ndarray | None = None
+    node_splits: np.ndarray | None = None
+
+    @property
+    def graph_id(self) -> str:
+        return self.path.stem
+
+    @property
+    def n_configs(self) -> int:
+        return int(self.config_runtime.shape[0])
+
+
+def is_tile(collection: str) -> bool:
+    return collection.startswith("tile")
+
+
+def collection_dir(collection: str) -> Path:
+    """'layout:xla:random' -> Path('layout/xla/random'); rejects unknown names."""
+    if collection not in COLLECTIONS:
+        raise ValueError(f"unknown collection {collection!r}; expected one of {COLLECTIONS}")
+    return Path(*collection.split(":"))
+
+
+def resolve_npz_root(data_dir: str | os.PathLike) -> Path | None:
+    """Accept the download root, `.../npz_all` or `.../npz_all/npz`; None if none exists."""
+    base = Path(data_dir).expanduser()
+    for candidate in (base / "npz_all" / "npz", base / "npz", base):
+        if (candidate / "tile").is_dir() or (candidate / "layout").is_dir():
+            return candidate
+    return None
+
+
+def list_npz(npz_root: Path, collection: str, split: str) -> list[Path]:
+    """Sorted `.npz` files of one collection and split (empty if the directory is absent)."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    return sorted((npz_root / collection_dir(collection) / split).glob("*.npz"))
+
+
+def read_graph(path: Path, collection: str, split: str, *, chunk_configs: int = 4096) -> Graph:
+    """Read and validate one file. Raises DataFormatError naming the file, key and problem."""
+    path = Path(path)
+    keys = TILE_KEYS if is_tile(collection) else LAYOUT_KEYS
+    try:
+        with zipfile.ZipFile(path) as zf:
+            present = {name.removesuffix(".npy") for name in zf.namelist()}
+            missing = [k for k in keys if k not in present]
+            if missing:
+                raise DataFormatError(f"{path}: missing key(s) {missing}; found {sorted(present)}")
+            arrays = {k: _read_member(zf, k, path) for k in keys if k != "node_config_feat"}
+            if "node_config_feat" in keys:
+                arrays["node_config_feat"] = read_node_config_feat(zf, path, chunk_configs)
+    except DataFormatError:
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
+        raise DataFormatError(f"{path}: unreadable npz ({type(exc).__name__}: {exc})") from exc
+    return _validate(Graph(path=path, collection=collection, split=split, **arrays))
+
+
+def count_configs(path: Path) -> int:
+    """Number of configs in a file, read from its (small) config_runtime array alone."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return int(_read_member(zf, "config_runtime", path).shape[0])
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
+        raise DataFormatError(f"{path}: cannot read config_runtime ({exc})") from exc
+
+
+def _read_member(zf: zipfile.ZipFile, key: str, path: Path) -> np.ndarray:
+    with zf.open(key + ".npy") as fp:
+        return np.lib.format.read_array(fp, allow_pickle=False)
+
+
+def _open_npy_member(zf: zipfile.ZipFile, key: str, path: Path):
+    fp = zf.open(key + ".npy")
+    version = np.lib.format.read_magic(fp)
+    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                   else np.lib.format.read_array_header_2_0)
+    shape, fortran, dtype = read_header(fp)
+    return fp, shape, fortran, dtype
+
+
+def read_node_config_feat(zf: zipfile.ZipFile, path: Path, chunk_configs: int,
+                          out: np.ndarray | None = None) -> np.ndarray:
+    """Decompress node_config_feat chunk by chunk into int8, never holding it as float32 whole.
+
+    Real files reach 100,040 x hundreds x 18 float32 (GBs); streaming the zip member keeps peak
+    memory at the int8 result plus one chunk. `out` may be a preallocated (e.g. memory-mapped) array.
+    """
+    fp, shape, fortran, dtype = _open_npy_member(zf, "node_config_feat", path)
+    with fp:
+        if len(shape) != 3 or shape[2] != N_LAYOUT_CONFIG_FEAT:
+            raise DataFormatError(
+                f"{path}: key 'node_config_feat': expected shape (c, nc, 18), found {shape}")
+        if dtype.kind not in "fiu":
+            raise DataFormatError(
+                f"{path}: key 'node_config_feat': expected a numeric dtype, found {dtype}")
+        if fortran:
+            return _check_layout_values(np.lib.format.read_array(fp).astype(np.int8), path)
+        result = np.empty(shape, dtype=np.int8) if out is None else out
+        row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+        for start in range(0, shape[0], chunk_configs):
+            rows = min(chunk_configs, shape[0] - start)
+            raw = _read_exact(fp, rows * row_bytes, path)
+            chunk = np.frombuffer(raw, dtype=dtype).reshape((rows,) + tuple(shape[1:]))
+            result[start:start + rows] = _to_int8(chunk, path, start)
+        return result
+
+
+def _read_exact(fp, n_bytes: int, path: Path) -> bytes:
+    data = fp.read(n_bytes)
+    if len(data) != n_bytes:
+        raise DataFormatError(f"{path}: key 'node_config_feat': file ends early "
+                              f"(wanted {n_bytes} bytes, got {len(data)})")
+    return data
+
+
+def _to_int8(chunk: np.ndarray, path: Path, start: int) -> np.ndarray:
+    as_int = chunk.astype(np.int8)
+    if not np.array_equal(as_int, chunk) or as_int.min(initial=0) < -1 or as_int.max(initial=0) > 5:
+        bad = np.argwhere((as_int != chunk) | (as_int < -1) | (as_int > 5))[0]
+        bad_pos = (int(bad[0]) + start,) + tuple(int(b) for b in bad[1:])
+        raise DataFormatError(f"{path}: key 'node_config_feat': expected integers in -1..5, "
+                              f"found {chunk[tuple(bad)]!r} at index {bad_pos}")
+    return as_int
+
+
+def _check_layout_values(values: np.ndarray, path: Path) -> np.ndarray:
+    if values.size and (values.min() < -1 or values.max() > 5):
+        raise DataFormatError(f"{path}: key 'node_config_feat': values outside -1..5")
+    return values
+
+
+def _expect(cond: bool, path: Path, key: str, expected: str, found) -> None:
+    if not cond:
+        raise DataFormatError(f"{path}: key {key!r}: expected {expected}, found {found}")
+
+
+def _as_int(arr: np.ndarray, path: Path, key: str) -> np.ndarray:
+    _expect(arr.dtype.kind in "iu", path, key, "an integer dtype", arr.dtype)
+    return arr.astype(np.int64, copy=False)
+
+
+def _as_float(arr: np.ndarray, path: Path, key: str) -> np.ndarray:
+    _expect(arr.dtype.kind in "fiu", path, key, "a numeric dtype", arr.dtype)
+    return arr.astype(np.float32, copy=False)
+
+
+def _validate(g: Graph) -> Graph:
+    """Check shapes, dtypes and value ranges; return the graph with canonical dtypes."""
+    p = g.path
+    node_feat = _as_float(g.node_feat, p, "node_feat")
+    _expect(node_feat.ndim == 2 and node_feat.shape[1] == N_NODE_FEAT and node_feat.shape[0] > 0,
+            p, "node_feat", f"shape (n>0, {N_NODE_FEAT})", node_feat.shape)
+    n = node_feat.shape[0]
+    opcode = _as_int(g.node_opcode, p, "node_opcode")
+    _expect(opcode.shape == (n,), p, "node_opcode", f"shape ({n},)", opcode.shape)
+    _expect(opcode.size == 0 or (opcode.min() >= 0 and opcode.max() <= MAX_OPCODE), p,
+            "node_opcode", f"ids in 0..{MAX_OPCODE}", (opcode.min(), opcode.max()))
+    edges = _validate_edges(_as_int(g.edge_index, p, "edge_index"), n, p)
+    runtime = _as_int(g.config_runtime, p, "config_runtime")
+    _expect(runtime.ndim == 1 and runtime.size > 0, p, "config_runtime", "shape (c>0,)",
+            runtime.shape)
+    _check_runtime_values(runtime, g.split, p, "config_runtime")
+    fields = dict(node_feat=node_feat, node_opcode=opcode, edge_index=edges, config_runtime=runtime)
+    fields.update(_validate_tile(g, runtime.size) if is_tile(g.collection)
+                  else _validate_layout(g, n, runtime.size))
+    return g._replace(**fields)
+
+
+def _validate_edges(edges: np.ndarray, n: int, p: Path) -> np.ndarray:
+    if edges.size == 0:
+        return edges.reshape(0, 2)
+    _expect(edges.ndim == 2 and edges.shape[1] == 2, p, "edge_index", "shape (m, 2)", edges.shape)
+    _expect(edges.min() >= 0 and edges.max() < n, p, "edge_index", f"node ids in 0..{n - 1}",
+            (int(edges.min()), int(edges.max())))
+    loops = np.flatnonzero(edges[:, 0] == edges[:, 1])
+    _expect(loops.size == 0, p, "edge_index", "no self-loops",
+            f"self-loop at row {loops[0] if loops.size else ''}")
+    return edges
+
+
+def _check_runtime_values(values: np.ndarray, split: str, p: Path, key: str) -> None:
+    if split == "test":
+        _expect(not values.any(), p, key, "all zeros in a test file", "non-zero values")
+    else:
+        _expect(values.min() > 0, p, key, f"positive runtimes in a {split} file",
+                f"minimum {values.min()}")
+
+
+def _validate_tile(g: Graph, c: int) -> dict:
+    p = g.path
+    config_feat = _as_float(g.config_feat, p, "config_feat")
+    _expect(config_feat.shape == (c, N_TILE_CONFIG_FEAT), p, "config_feat",
+            f"shape ({c}, {N_TILE_CONFIG_FEAT})", config_feat.shape)
+    norm = _as_int(g.config_runtime_normalizers, p, "config_runtime_normalizers")
+    _expect(norm.shape == (c,), p, "config_runtime_normalizers", f"shape ({c},)", norm.shape)
+    _expect(norm.min() > 0, p, "config_runtime_normalizers", "positive values",
+            f"minimum {norm.min()}")
+    return dict(config_feat=config_feat, config_runtime_normalizers=norm)
+
+
+def _validate_layout(g: Graph, n: int, c: int) -> dict:
+    p = g.path
+    ids = _as_int(g.node_config_ids, p, "node_config_ids")
+    _expect(ids.ndim == 1, p, "node_config_ids", "a 1-D array", ids.shape)
+    _expect(ids.size == 0 or (ids.min() >= 0 and ids.max() < n), p, "node_config_ids",
+            f"node ids in 0..{n - 1}", (ids.min(initial=0), ids.max(initial=0)))
+    _expect(np.unique(ids).size == ids.size, p, "node_config_ids", "unique ids", "duplicates")
+    ncf = g.node_config_feat
+    _expect(ncf.shape == (c, ids.size, N_LAYOUT_CONFIG_FEAT), p, "node_config_feat",
+            f"shape ({c}, {ids.size}, {N_LAYOUT_CONFIG_FEAT})", ncf.shape)
+    splits = _as_int(g.node_splits, p, "node_splits")
+    _expect(splits.ndim == 2 and splits.shape[0] == 1, p, "node_splits", "shape (1, s)",
+            splits.shape)
+    splits = splits.reshape(-1)
+    _expect(splits.size == 0 or (splits.min() >= 0 and splits.max() <= n
+                                 and bool(np.all(np.diff(splits) >= 0))),
+            p, "node_splits", f"non-decreasing boundaries in 0..{n}", splits[:8])
+    return dict(node_config_ids=ids, node_config_feat=ncf, node_splits=splits)

@@ -1,0 +1,206 @@
+"""Every Numba kernel of the feature builder: pure array -> array, settings passed as arguments.
+
+They share one file because Numba's on-disk cache does not notice edits to functions defined in
+other files; module-level integers below are compile-time constants of this same file.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# Columns of the per-configurable-node static tables built by per_config.layout_static().
+S_RANK_OUT, S_RANK_IN, S_RANK_KER, S_IN_POS, S_KER_POS, S_GROUP, S_PLAIN_USERS, S_SIB_FIRST = range(8)
+S_IN_FEATURE, S_IN_BATCH, S_OUT_FEATURE, S_KER_OUT_FEATURE, S_HAS_KER = range(8, 13)
+N_STATIC_INT = 13
+F_VOL_OUT, F_VOL_IN, F_VOL_KER, F_BYTES = range(4)
+N_STATIC_F = 4
+# Per-(config, node) quantities the layout kernel aggregates; names in per_config.NODE_QUANTITIES.
+N_QUANT = 30
+N_GROUPS = 4  # all, conv, dot, reshape
+
+
+@njit(cache=True)
+def row_hash(rows):
+    """rows (r, b) uint8 -> (r,) uint64 FNV-1a hash of each row's bytes (dedup key)."""
+    out = np.empty(rows.shape[0], dtype=np.uint64)
+    prime = np.uint64(1099511628211)
+    for i in range(rows.shape[0]):
+        h = np.uint64(14695981039346656037)
+        for b in range(rows.shape[1]):
+            h = (h ^ np.uint64(rows[i, b])) * prime
+        out[i] = h
+    return out
+
+
+@njit(cache=True)
+def config_codes(ncf):
+    """ncf (c, nc, 18) int8 -> (c, nc) int64: each node's 18 slots as one base-7 number."""
+    c, nc = ncf.shape[0], ncf.shape[1]
+    out = np.empty((c, nc), dtype=np.int64)
+    for j in range(c):
+        for k in range(nc):
+            code = 0
+            for s in range(18):
+                code = code * 7 + (ncf[j, k, s] + 1)
+            out[j, k] = code
+    return out
+
+
+@njit(cache=True)
+def longest_path(n, edge_index):
+    """n nodes, edge_index (m, 2) [user, operand] -> (n,) int64 longest chain ending at each node.
+
+    Kahn's algorithm; does not rely on node ids being topologically ordered. Nodes on a cycle
+    (never expected) keep depth 0.
+    """
+    m = edge_index.shape[0]
+    indeg = np.zeros(n, np.int64)
+    out_ptr = np.zeros(n + 1, np.int64)
+    for e in range(m):
+        indeg[edge_index[e, 0]] += 1
+        out_ptr[edge_index[e, 1] + 1] += 1
+    for i in range(n):
+        out_ptr[i + 1] += out_ptr[i]
+    users = np.empty(m, np.int64)
+    fill = out_ptr[:-1].copy()
+    for e in range(m):
+        v = edge_index[e, 1]
+        users[fill[v]] = edge_index[e, 0]
+        fill[v] += 1
+    depth = np.zeros(n, np.int64)
+    queue = np.empty(n, np.int64)
+    head, tail = 0, 0
+    for i in range(n):
+        if indeg[i] == 0:
+            queue[tail] = i
+            tail += 1
+    while head < tail:
+        v = queue[head]
+        head += 1
+        for p in range(out_ptr[v], out_ptr[v + 1]):
+            u = users[p]
+            if depth[v] + 1 > depth[u]:
+                depth[u] = depth[v] + 1
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                queue[tail] = u
+                tail += 1
+    return depth
+
+
+@njit(cache=True)
+def _effective(ncf, j, k, base, fallback, out):
+    """Section `base` of node k in config j, or `fallback` where the section is all -1."""
+    is_default = True
+    for s in range(6):
+        if ncf[j, k, base + s] >= 0:
+            is_default = False
+    for s in range(6):
+        out[s] = fallback[s] if is_default else ncf[j, k, base + s]
+    return is_default
+
+
+@njit(cache=True)
+def _pad_factor(shape, layout, rank):
+    """Size after padding the minor dim to 128 and the 2nd-minor to 8, over the true size."""
+    if rank == 0 or layout[0] < 0:
+        return 1.0
+    m = shape[layout[0]]
+    f = np.ceil(m / 128.0) * 128.0 / m
+    if rank > 1 and layout[1] >= 0:
+        s = shape[layout[1]]
+        f *= np.ceil(s / 8.0) * 8.0 / s
+    return f
+
+
+@njit(cache=True)
+def _same(a, b):
+    for s in range(6):
+        if a[s] != b[s]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _node_quantities(ncf, j, k, si, sf, shapes, defaults, logfreq, modal, q, eo, ei, ek, tmp):
+    """Fill q (N_QUANT,) for node k in config j; eo/ei/ek receive its effective layouts."""
+    out_default = _effective(ncf, j, k, 0, defaults[k, 0], eo)
+    p = si[k, S_IN_POS]
+    if p >= 0:
+        _effective(ncf, j, p, 0, defaults[p, 0], tmp)
+    else:
+        tmp[:] = defaults[k, 1]
+    in_default = _effective(ncf, j, k, 6, tmp, ei)
+    in_copy = not _same(ei, tmp)
+    ker_default, ker_copy = True, False
+    if si[k, S_HAS_KER] == 1:
+        pk = si[k, S_KER_POS]
+        if pk >= 0:
+            _effective(ncf, j, pk, 0, defaults[pk, 0], tmp)
+        else:
+            tmp[:] = defaults[k, 2]
+        ker_default = _effective(ncf, j, k, 12, tmp, ek)
+        ker_copy = not _same(ek, tmp)
+    r_out, r_in, r_ker = si[k, S_RANK_OUT], si[k, S_RANK_IN], si[k, S_RANK_KER]
+    eb = sf[k, F_BYTES]
+    pf_out = _pad_factor(shapes[k, 0], eo, r_out)
+    pf_in = _pad_factor(shapes[k, 1], ei, r_in)
+    pf_ker = _pad_factor(shapes[k, 2], ek, r_ker) if si[k, S_HAS_KER] == 1 else 1.0
+    changed = not _same(eo, defaults[k, 0])
+    q[0], q[1], q[2] = out_default, in_default, ker_default and si[k, S_HAS_KER] == 1
+    row_major = r_out > 0
+    for s in range(r_out):
+        if eo[s] != r_out - 1 - s:
+            row_major = False
+    q[3], q[4], q[5] = row_major, _same(eo, ei), changed
+    q[6], q[7] = np.log2(pf_out), (pf_out - 1.0) * sf[k, F_VOL_OUT] * eb
+    q[8], q[9] = np.log2(pf_in), (pf_in - 1.0) * sf[k, F_VOL_IN] * eb
+    q[10] = (pf_ker - 1.0) * sf[k, F_VOL_KER] * eb
+    q[11], q[12] = in_copy, in_copy * sf[k, F_VOL_IN] * eb
+    q[13], q[14] = ker_copy, ker_copy * sf[k, F_VOL_KER] * eb
+    users = si[k, S_PLAIN_USERS] if changed else 0
+    q[15], q[16] = users, users * sf[k, F_VOL_OUT] * eb
+    q[17], q[18] = 0.0, 0.0  # sibling terms need other nodes; the caller fills them
+    q[19] = np.log2(shapes[k, 0][eo[0]]) if r_out > 0 and eo[0] >= 0 else 0.0
+    q[20] = np.log2(shapes[k, 0][eo[1]]) if r_out > 1 and eo[1] >= 0 else 0.0
+    q[21] = np.log2(shapes[k, 1][ei[0]]) if r_in > 0 and ei[0] >= 0 else 0.0
+    q[22] = r_out > 0 and eo[0] >= 0 and shapes[k, 0][eo[0]] % 128 == 0
+    q[23] = ei[0] == si[k, S_IN_FEATURE]
+    q[24] = eo[0] == si[k, S_OUT_FEATURE]
+    q[25] = si[k, S_HAS_KER] == 1 and ek[0] == si[k, S_KER_OUT_FEATURE]
+    q[26] = r_in > 1 and ei[1] == si[k, S_IN_BATCH]
+    q[27] = (pf_out * sf[k, F_VOL_OUT] + pf_in * sf[k, F_VOL_IN] + pf_ker * sf[k, F_VOL_KER]) * eb
+    q[28] = logfreq[k]
+    q[29] = modal[k]
+
+
+@njit(cache=True)
+def layout_config_features(ncf, rows, si, sf, shapes, defaults, logfreq, modal_diff):
+    """Per-config sums of node quantities, overall and per conv/dot/reshape group.
+
+    ncf (c, nc, 18) int8 (the whole file or a chunk); rows (r,) int64 configs to featurize;
+    si (nc, N_STATIC_INT) int64; sf (nc, N_STATIC_F) float64; shapes (nc, 3, 7) float64 output/
+    input/kernel dims padded with 1; defaults (nc, 3, 6) int64 default layouts (-1 padded);
+    logfreq, modal_diff (r, nc) float32 -> (r, N_GROUPS * N_QUANT) float64.
+    """
+    nc = ncf.shape[1]
+    out = np.zeros((rows.size, N_GROUPS * N_QUANT))
+    q = np.zeros(N_QUANT)
+    eo = np.empty(6, np.int64)
+    ek = np.empty(6, np.int64)
+    tmp = np.empty(6, np.int64)
+    eff_in = np.empty((nc, 6), np.int64)
+    for r in range(rows.size):
+        j = rows[r]
+        for k in range(nc):
+            _node_quantities(ncf, j, k, si, sf, shapes, defaults, logfreq[r], modal_diff[r],
+                             q, eo, eff_in[k], ek, tmp)
+            first = si[k, S_SIB_FIRST]  # an earlier node reading the same producer, or -1
+            if first >= 0 and not _same(eff_in[k], eff_in[first]):
+                q[17], q[18] = 1.0, sf[k, F_VOL_IN] * sf[k, F_BYTES]
+            g = si[k, S_GROUP]
+            for t in range(N_QUANT):
+                out[r, t] += q[t]
+                if g < N_GROUPS - 1:
+                    out[r, (g + 1) * N_QUANT + t] += q[t]
+    return out

@@ -1,0 +1,114 @@
+"""Per-graph features: one vector per file, broadcast to all of its config rows.
+
+Each function returns (values, names) so column names come from the code that makes the values.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import kernels
+from .io import MAX_OPCODE, Graph
+
+# Opcode groups (ids from shared/tpugraphs_format.md section 5).
+OPCODE_GROUPS = {
+    "conv": (26,), "dot": (34,), "reshape": (75,),
+    "elementwise": (1, 2, 7, 15, 17, 20, 30, 32, 37, 38, 40, 49, 50, 51, 52, 53, 54, 55, 57, 58,
+                    59, 60, 65, 66, 73, 80, 81, 83, 87, 88, 89, 90, 91, 94, 95, 96, 103, 107, 118,
+                    120),
+    "reduce": (70, 72, 84),
+    "data_movement": (11, 12, 13, 22, 25, 27, 35, 36, 42, 62, 76, 82, 92, 98, 108),
+    "control": (14, 23, 41, 45, 100, 102),
+    "source": (24, 48, 63),
+}
+CONFIGURABLE_OPCODES = (26, 34, 75)
+# node_feat columns summarised in log scale: shape product/sum, tuple size, window size/stride.
+LOG_COLUMNS = {"shape_product": 28, "shape_sum": 27, "tuple_size": 29, "window_size_product": 44,
+               "window_stride_product": 52}
+# element bytes per node_feat one-hot column 2..20 (invalid..token); 4 where undefined.
+ELEMENT_BYTES = np.array([4, 1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 2, 8, 16, 4, 4, 4], np.float64)
+
+
+def signed_log(x: np.ndarray) -> np.ndarray:
+    """sign(x) * log1p(|x|): tames the 1e9-scale sums and products, keeps negatives apart."""
+    return np.sign(x) * np.log1p(np.abs(x))
+
+
+def ranks(node_feat: np.ndarray) -> np.ndarray:
+    """Tensor rank per node: the number of non-zero shape_dimensions_0..5 (0-padded slots)."""
+    return (node_feat[:, 21:27] > 0).sum(axis=1)
+
+
+def element_bytes(node_feat: np.ndarray) -> np.ndarray:
+    onehot = node_feat[:, 2:21]
+    return np.where(onehot.any(axis=1), ELEMENT_BYTES[onehot.argmax(axis=1)], 4.0)
+
+
+def counts(g: Graph) -> tuple[np.ndarray, list[str]]:
+    n, m = g.node_feat.shape[0], g.edge_index.shape[0]
+    nc = 0 if g.node_config_ids is None else g.node_config_ids.size
+    n_comp = 1 if g.node_splits is None else max(1, g.node_splits.size - 1)
+    vals = np.log1p([n, m, nc, n_comp, g.n_configs])
+    return vals, ["log_nodes", "log_edges", "log_config_nodes", "log_computations",
+                  "log_configs"]
+
+
+def opcode_histogram(g: Graph, *, fractions: bool = True) -> tuple[np.ndarray, list[str]]:
+    hist = np.bincount(g.node_opcode, minlength=MAX_OPCODE + 1)[1:].astype(np.float64)
+    vals, names = [np.log1p(hist)], [f"op_count_{i}" for i in range(1, MAX_OPCODE + 1)]
+    if fractions:
+        n = max(1, g.node_opcode.size)
+        group = np.array([hist[np.array(ids) - 1].sum() for ids in OPCODE_GROUPS.values()])
+        vals += [hist / n, group / n]
+        names += [f"op_frac_{i}" for i in range(1, MAX_OPCODE + 1)]
+        names += [f"opgroup_frac_{k}" for k in OPCODE_GROUPS]
+    return np.concatenate(vals), names
+
+
+def _aggregate(x: np.ndarray) -> np.ndarray:
+    """Signed-log sum, mean and max over the rows of x (nodes, cols); zeros for no rows."""
+    if x.shape[0] == 0:
+        return np.zeros(3 * x.shape[1])
+    return np.concatenate([signed_log(x.sum(axis=0)), x.mean(axis=0), x.max(axis=0)])
+
+
+def node_aggregates(g: Graph) -> tuple[np.ndarray, list[str]]:
+    """Log-scaled size columns and rank summarised over all nodes and over configurable ones."""
+    cols = np.array(list(LOG_COLUMNS.values()))
+    x = np.column_stack([signed_log(g.node_feat[:, cols]), ranks(g.node_feat)])
+    feat_names = list(LOG_COLUMNS) + ["rank"]
+    mask = np.isin(g.node_opcode, CONFIGURABLE_OPCODES)
+    if g.node_config_ids is not None:
+        mask = np.zeros(g.node_opcode.size, bool)
+        mask[g.node_config_ids] = True
+    vals, names = [], []
+    for scope, rows in (("all", x), ("cfg", x[mask])):
+        vals.append(_aggregate(rows))
+        names += [f"{scope}_{s}_{c}" for s in ("sum", "mean", "max") for c in feat_names]
+    return np.concatenate(vals), names
+
+
+def structure(g: Graph) -> tuple[np.ndarray, list[str]]:
+    """Degrees, longest path and element-type mix: the graph's shape and a family hint."""
+    n = g.node_feat.shape[0]
+    indeg = np.bincount(g.edge_index[:, 0], minlength=n)
+    outdeg = np.bincount(g.edge_index[:, 1], minlength=n)
+    depth = kernels.longest_path(n, g.edge_index)
+    bytes_ = element_bytes(g.node_feat)
+    vals = [indeg.mean(), indeg.max(), outdeg.mean(), outdeg.max(), np.log1p(depth.max()),
+            depth.max() / max(1.0, np.log2(n + 1)), (indeg == 0).mean(), (outdeg == 0).mean(),
+            (bytes_ == 2).mean(), (bytes_ == 4).mean(), (ranks(g.node_feat) == 4).mean(),
+            signed_log((g.node_feat[:, 28] * bytes_).sum())]
+    names = ["indeg_mean", "indeg_max", "outdeg_mean", "outdeg_max", "log_longest_path",
+             "longest_path_per_log_n", "frac_sources", "frac_sinks", "frac_2byte", "frac_4byte",
+             "frac_rank4", "log_total_bytes"]
+    return np.array(vals, np.float64), names
+
+
+def graph_features(g: Graph, feature_set: str) -> tuple[np.ndarray, list[str]]:
+    """The per-graph vector: counts + opcode histogram ('basic'), plus aggregates ('full')."""
+    parts = [counts(g), opcode_histogram(g, fractions=feature_set == "full")]
+    if feature_set == "full":
+        parts += [node_aggregates(g), structure(g)]
+    vals = np.concatenate([v for v, _ in parts]).astype(np.float32)
+    names = [f"graph.{n}" for _, ns in parts for n in ns]
+    return vals, names

@@ -1,0 +1,129 @@
+"""FeatureConfig (settings) and FeatureSet (the contract with models/): one row per (graph, config).
+
+Rows of a graph are contiguous and graphs keep the sorted file order; graph g owns rows
+ptr[g]:ptr[g+1]. Stored as parquet parts plus JSON, never pickles.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from .io import Graph, is_tile
+from .per_config import EXTRACTORS
+from .per_graph import graph_features
+from .rows import Rows, select_rows
+
+FEATURE_SETS = ("basic", "full")
+
+
+@dataclass(frozen=True)
+class FeatureConfig:
+    """Settings of a feature build; all of them are part of the cache key."""
+
+    feature_set: str = "full"            # "basic" = the foundation's reference features
+    max_train_configs_tile: int = 500    # rows per train graph after merging duplicates
+    max_train_configs_layout: int = 2000
+    fastest_fraction: float = 0.1        # share of the cap reserved for the fastest configs
+    max_valid_configs: int = 1000        # like the test's 1000-config subsets
+    chunk_configs: int = 4096            # configs decompressed/featurized at a time
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.feature_set not in FEATURE_SETS:
+            raise ValueError(f"feature_set must be one of {FEATURE_SETS}, got {self.feature_set!r}")
+        if self.chunk_configs <= 0:
+            raise ValueError(f"chunk_configs must be positive, got {self.chunk_configs}")
+
+
+@dataclass(frozen=True)
+class FeatureSet:
+    X: np.ndarray              # (n_rows, n_cols) float32
+    runtime: np.ndarray        # (n_rows,) float64 target; NaN in test
+    config_idx: np.ndarray     # (n_rows,) int64 position of the config in its file
+    dup_count: np.ndarray      # (n_rows,) int32 identical configs merged into the row
+    ptr: np.ndarray            # (n_graphs + 1,) int64
+    graph_ids: tuple[str, ...]
+    collection: str
+    columns: tuple[str, ...]
+    meta: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self):
+        n = self.X.shape[0]
+        if self.ptr[0] != 0 or self.ptr[-1] != n or np.any(np.diff(self.ptr) < 0):
+            raise ValueError(f"ptr must run from 0 to n_rows={n} without decreasing")
+        if len(self.graph_ids) != self.ptr.size - 1 or len(self.columns) != self.X.shape[1]:
+            raise ValueError("graph_ids / columns do not match ptr / X")
+
+    @property
+    def group_sizes(self) -> np.ndarray:
+        return np.diff(self.ptr)
+
+    @property
+    def n_graphs(self) -> int:
+        return self.ptr.size - 1
+
+    def take_graphs(self, graphs: np.ndarray) -> "FeatureSet":
+        """A FeatureSet of the given graph positions, in that order."""
+        graphs = np.asarray(graphs, np.int64)
+        rows = np.concatenate([np.arange(self.ptr[g], self.ptr[g + 1]) for g in graphs]) \
+            if graphs.size else np.zeros(0, np.int64)
+        sizes = self.group_sizes[graphs]
+        return FeatureSet(X=self.X[rows], runtime=self.runtime[rows],
+                          config_idx=self.config_idx[rows], dup_count=self.dup_count[rows],
+                          ptr=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+                          graph_ids=tuple(self.graph_ids[g] for g in graphs),
+                          collection=self.collection, columns=self.columns, meta=self.meta)
+
+
+def graph_table(g: Graph, cfg: FeatureConfig) -> tuple[np.ndarray, list[str], Rows]:
+    """(r, d) float32 feature rows of one graph, their column names and the selected rows."""
+    limit = cfg.max_train_configs_tile if is_tile(g.collection) else cfg.max_train_configs_layout
+    rows = select_rows(g, max_train_configs=limit, fastest_fraction=cfg.fastest_fraction,
+                       max_valid_configs=cfg.max_valid_configs, seed=cfg.seed,
+                       chunk=cfg.chunk_configs)
+    gv, gnames = graph_features(g, cfg.feature_set)
+    kind = "tile" if is_tile(g.collection) else "layout"
+    cv, cnames = EXTRACTORS[(kind, cfg.feature_set)](g, rows.config_idx, chunk=cfg.chunk_configs)
+    X = np.empty((rows.config_idx.size, gv.size + cv.shape[1]), np.float32)
+    X[:, :gv.size] = gv
+    X[:, gv.size:] = cv
+    return X, gnames + cnames, rows
+
+
+def write_part(path: Path, tables: list[tuple[str, np.ndarray, Rows]], columns: list[str]) -> None:
+    """One parquet file of several graphs, then its JSON (graph ids, sizes) written last."""
+    X = np.concatenate([t[1] for t in tables])
+    frame = pl.DataFrame(X, schema=columns, orient="row") if X.size else \
+        pl.DataFrame(schema={c: pl.Float32 for c in columns})
+    extra = {name: np.concatenate([getattr(t[2], name) for t in tables])
+             for name in Rows._fields}
+    frame = frame.with_columns(pl.Series(k, v) for k, v in extra.items())
+    tmp = path.with_name(path.name + ".tmp")
+    frame.write_parquet(tmp)
+    tmp.replace(path)
+    info = {"graph_ids": [t[0] for t in tables], "sizes": [int(t[1].shape[0]) for t in tables]}
+    tmp_json = path.with_suffix(".json.tmp")
+    tmp_json.write_text(json.dumps(info))
+    tmp_json.replace(path.with_suffix(".json"))
+
+
+def read_parts(entry: Path, collection: str, columns: list[str], meta: dict) -> FeatureSet:
+    parts = sorted(entry.glob("part-*.parquet"))
+    infos = [json.loads(p.with_suffix(".json").read_text()) for p in parts]
+    frames = [pl.read_parquet(p) for p in parts]
+    frame = pl.concat(frames) if frames else pl.DataFrame(
+        schema={**{c: pl.Float32 for c in columns}, "config_idx": pl.Int64,
+                "runtime": pl.Float64, "dup_count": pl.Int32})
+    sizes = [s for info in infos for s in info["sizes"]]
+    return FeatureSet(
+        X=frame.select(columns).to_numpy().astype(np.float32, copy=False),
+        runtime=frame["runtime"].to_numpy().astype(np.float64),
+        config_idx=frame["config_idx"].to_numpy().astype(np.int64),
+        dup_count=frame["dup_count"].to_numpy().astype(np.int32),
+        ptr=np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]),
+        graph_ids=tuple(gid for info in infos for gid in info["graph_ids"]),
+        collection=collection, columns=tuple(columns), meta=meta)

@@ -1,0 +1,16 @@
+"""Rankers, metrics and the submission writer. Scores mean higher = predicted faster."""
+from __future__ import annotations
+
+from .lgbm import LAMBDARANK_DEFAULTS, REGRESSION_DEFAULTS, LambdaRank, Regression
+from .xgb import XGBOOST_DEFAULTS, XGBoostRank
+
+# name -> (class, default params per collection kind); the CLI's --ranker choices come from here.
+RANKERS = {
+    "lambdarank": (LambdaRank, LAMBDARANK_DEFAULTS),
+    "xgboost": (XGBoostRank, XGBOOST_DEFAULTS),
+    "regression": (Regression, REGRESSION_DEFAULTS),
+}
+
+
+def collection_kind(collection: str) -> str:
+    return "tile" if collection.startswith("tile") else "layout"

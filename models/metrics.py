@@ -1,0 +1,142 @@
+"""The competition's metrics, per graph: pure functions of (scores, runtime, ptr).
+
+Scores mean "higher = predicted faster" (models/base.py). A graph's predicted order is the
+stable descending sort of its scores, exactly the order `submit` writes.
+  tile:   2 - min(runtime of the first min(5, c) predicted) / min(all runtimes)
+  layout: Kendall tau-b between predicted position (0 = fastest) and runtime
+The collection score is the mean over graphs; the final score the mean of the 5 collections.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+TILE_TOP_K = 5
+
+
+def predicted_order(scores: np.ndarray) -> np.ndarray:
+    """Indices from predicted fastest to slowest (stable, so ties keep file order)."""
+    return np.argsort(-np.asarray(scores, np.float64), kind="stable")
+
+
+@njit(cache=True)
+def _count_inversions(y):
+    """Sort y in place (bottom-up merge sort); return the number of pairs out of order.
+
+    Iterative on purpose: a recursive cached Numba function segfaults when loaded back from
+    the cache (numba/numba#6061)."""
+    n = y.size
+    tmp = np.empty_like(y)
+    swaps = 0
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                if y[j] < y[i]:
+                    tmp[k] = y[j]
+                    swaps += mid - i
+                    j += 1
+                else:
+                    tmp[k] = y[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                tmp[k] = y[i]
+                i += 1
+                k += 1
+            while j < hi:
+                tmp[k] = y[j]
+                j += 1
+                k += 1
+        y, tmp = tmp, y
+        width *= 2
+    return swaps, y
+
+
+@njit(cache=True)
+def _tied_pairs(v):
+    """Pairs with equal values in sorted v."""
+    total, run = 0, 1
+    for i in range(1, v.size):
+        if v[i] == v[i - 1]:
+            run += 1
+        else:
+            total += run * (run - 1) // 2
+            run = 1
+    return total + run * (run - 1) // 2
+
+
+@njit(cache=True)
+def _kendall_sorted(x, y):
+    """tau-b for x sorted ascending (ties in x broken by y ascending); O(n log n) (Knight)."""
+    n = x.size
+    n0 = n * (n - 1) // 2
+    n1 = _tied_pairs(x)
+    n3, run = 0, 1
+    for i in range(1, n):
+        if x[i] == x[i - 1] and y[i] == y[i - 1]:
+            run += 1
+        else:
+            n3 += run * (run - 1) // 2
+            run = 1
+    n3 += run * (run - 1) // 2
+    swaps, y_sorted = _count_inversions(y.copy())
+    n2 = _tied_pairs(y_sorted)
+    denom = np.sqrt(float(n0 - n1) * float(n0 - n2))
+    if denom == 0.0:
+        return np.nan
+    return (n0 - n1 - n2 + n3 - 2 * swaps) / denom
+
+
+def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float:
+    """Kendall tau-b of two 1-D arrays (scipy.stats.kendalltau's default variant)."""
+    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"x and y must be 1-D of equal length, got {x.shape} and {y.shape}")
+    if x.size < 2:
+        return float("nan")
+    order = np.lexsort((y, x))
+    return float(_kendall_sorted(x[order], y[order]))
+
+
+def kendall_per_graph(scores: np.ndarray, runtime: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """(n_graphs,) tau-b of predicted position vs runtime; NaN for graphs that cannot be ranked."""
+    out = np.full(ptr.size - 1, np.nan)
+    for g in range(ptr.size - 1):
+        s, r = scores[ptr[g]:ptr[g + 1]], runtime[ptr[g]:ptr[g + 1]]
+        position = np.empty(s.size)
+        position[predicted_order(s)] = np.arange(s.size)
+        out[g] = kendall_tau_b(position, r)
+    return out
+
+
+def topk_score_per_graph(scores: np.ndarray, runtime: np.ndarray, ptr: np.ndarray,
+                         k: int = TILE_TOP_K) -> np.ndarray:
+    """(n_graphs,) 2 - best runtime among the first min(k, c) predicted / best runtime overall."""
+    out = np.empty(ptr.size - 1)
+    for g in range(ptr.size - 1):
+        s, r = scores[ptr[g]:ptr[g + 1]], runtime[ptr[g]:ptr[g + 1]]
+        top = predicted_order(s)[:min(k, s.size)]
+        out[g] = 2.0 - r[top].min() / r.min()
+    return out
+
+
+def per_graph_scores(collection: str, scores: np.ndarray, runtime: np.ndarray,
+                     ptr: np.ndarray) -> np.ndarray:
+    """The collection's metric for every graph."""
+    if collection.startswith("tile"):
+        return topk_score_per_graph(scores, runtime, ptr)
+    return kendall_per_graph(scores, runtime, ptr)
+
+
+def collection_score(per_graph: np.ndarray) -> float:
+    """Mean over the graphs that have a score (a graph of identical runtimes has none)."""
+    valid = per_graph[np.isfinite(per_graph)]
+    return float(valid.mean()) if valid.size else float("nan")
+
+
+def final_score(by_collection: dict[str, float]) -> float:
+    """Unweighted mean over collections, as the leaderboard averages its five."""
+    return float(np.mean(list(by_collection.values())))

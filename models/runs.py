@@ -1,0 +1,215 @@
+"""Training runs: one model (per seed) per collection, validated per graph, saved with provenance.
+
+A run directory holds <collection>/seed-<i>/ native model files + params.json, and run.json
+recording the feature signature and cache keys, ranker settings, seeds, library versions and
+every validation score. `submit` reads it back and refuses models built on other features.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import lightgbm
+import numpy as np
+import xgboost
+
+from features import FeatureSet
+from features.cache import fingerprint, source_digest
+
+from . import RANKERS, collection_kind, metrics
+from .base import apply_overrides, normalize_per_graph
+
+MODELS_DIR = Path(__file__).resolve().parent
+N_RANDOM_ORDERS = 5
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    ranker: str = "lambdarank"
+    seeds: int = 1              # models per collection; their normalised scores are averaged
+    seed: int = 0               # first seed; model i uses seed + i
+    folds: int = 0              # >1: also k-fold cross-validate over the train graphs
+    overrides: dict = field(default_factory=dict)   # ranker params, e.g. {"num_leaves": 63}
+
+    def __post_init__(self):
+        if self.ranker not in RANKERS:
+            raise ValueError(f"unknown ranker {self.ranker!r}; choose from {sorted(RANKERS)}")
+        if self.seeds < 1:
+            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
+
+    def params_for(self, collection: str):
+        _, defaults = RANKERS[self.ranker]
+        return apply_overrides(defaults[collection_kind(collection)], self.overrides)
+
+
+@dataclass
+class CollectionResult:
+    collection: str
+    per_graph: np.ndarray
+    random_per_graph: np.ndarray
+    seed_means: list[float]
+    graph_ids: tuple[str, ...]
+    seconds: float
+    cv_mean: float = float("nan")
+
+    @property
+    def mean(self) -> float:
+        return metrics.collection_score(self.per_graph)
+
+    def summary(self) -> dict:
+        finite = self.per_graph[np.isfinite(self.per_graph)]
+        return {"mean": self.mean, "min": float(finite.min()) if finite.size else None,
+                "max": float(finite.max()) if finite.size else None,
+                "seed_means": self.seed_means,
+                "seed_std": float(np.std(self.seed_means)),
+                "random_mean": metrics.collection_score(self.random_per_graph),
+                "cv_mean": None if np.isnan(self.cv_mean) else self.cv_mean,
+                "per_graph": dict(zip(self.graph_ids, map(_finite_or_none, self.per_graph))),
+                "seconds": round(self.seconds, 2)}
+
+
+def _finite_or_none(x: float):
+    return float(x) if np.isfinite(x) else None
+
+
+def random_reference(collection: str, data: FeatureSet, seed: int) -> np.ndarray:
+    """Per-graph score of random orderings, averaged over a few draws."""
+    rng = np.random.default_rng(seed)
+    draws = [metrics.per_graph_scores(collection, rng.random(data.X.shape[0]), data.runtime,
+                                      data.ptr) for _ in range(N_RANDOM_ORDERS)]
+    return np.nanmean(np.vstack(draws), axis=0) if draws[0].size else draws[0]
+
+
+def fit_seeds(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet | None):
+    cls, _ = RANKERS[cfg.ranker]
+    params = cfg.params_for(train.collection)
+    return [cls(replace(params, seed=cfg.seed + i)).fit(train, valid) for i in range(cfg.seeds)]
+
+
+def ensemble_scores(models, data: FeatureSet) -> np.ndarray:
+    """Mean of per-graph min-max normalised scores (higher = faster)."""
+    total = np.zeros(data.X.shape[0])
+    for m in models:
+        total += normalize_per_graph(m.predict(data), data.ptr)
+    return total / len(models)
+
+
+def cross_validate(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet) -> float:
+    """Mean per-graph score on held-out train graphs over k folds (validation set stops early)."""
+    if cfg.folds < 2 or train.n_graphs < cfg.folds:
+        return float("nan")
+    fold_of = np.random.default_rng(cfg.seed).permutation(train.n_graphs) % cfg.folds
+    scores = []
+    for f in range(cfg.folds):
+        held = train.take_graphs(np.flatnonzero(fold_of == f))
+        models = fit_seeds(replace(cfg, seeds=1), train.take_graphs(np.flatnonzero(fold_of != f)),
+                           valid)
+        scores.append(metrics.per_graph_scores(train.collection, ensemble_scores(models, held),
+                                               held.runtime, held.ptr))
+    return metrics.collection_score(np.concatenate(scores))
+
+
+def train_collection(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet,
+                     out_dir: Path) -> CollectionResult:
+    start = time.perf_counter()
+    if train.n_graphs == 0:
+        raise ValueError(f"{train.collection}: no training graphs")
+    models = fit_seeds(cfg, train, valid)
+    seed_means = []
+    for i, m in enumerate(models):
+        m.save(out_dir / f"seed-{i}")
+        seed_means.append(metrics.collection_score(metrics.per_graph_scores(
+            valid.collection, m.predict(valid), valid.runtime, valid.ptr)))
+    per_graph = metrics.per_graph_scores(valid.collection, ensemble_scores(models, valid),
+                                         valid.runtime, valid.ptr)
+    return CollectionResult(valid.collection, per_graph, random_reference(
+        valid.collection, valid, cfg.seed), seed_means, valid.graph_ids,
+        time.perf_counter() - start, cross_validate(cfg, train, valid))
+
+
+def run_key(cfg: TrainConfig, feature_keys: dict) -> str:
+    params = {c: asdict(cfg.params_for(c)) for c in feature_keys}
+    return fingerprint(ranker=cfg.ranker, seeds=cfg.seeds, seed=cfg.seed, folds=cfg.folds,
+                       params=params, features=feature_keys, code=source_digest(MODELS_DIR))
+
+
+def train_run(cfg: TrainConfig, data: dict[str, tuple[FeatureSet, FeatureSet]],
+              runs_root: Path, feature_info: dict, log=print) -> tuple[Path, dict]:
+    """Train every collection in `data`, then publish the run directory atomically."""
+    keys = {c: {"train": t.meta.get("key"), "valid": v.meta.get("key")}
+            for c, (t, v) in data.items()}
+    run_dir = Path(runs_root) / f"{cfg.ranker}-{run_key(cfg, keys)}"
+    runs_root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=run_dir.name + ".", dir=runs_root))
+    try:
+        results = {}
+        for collection, (train, valid) in data.items():
+            log(f"training {cfg.ranker} on {collection}: {train.n_graphs} graphs, "
+                f"{train.X.shape[0]} rows x {train.X.shape[1]} features")
+            results[collection] = train_collection(cfg, train, valid,
+                                                   tmp / collection.replace(":", "-"))
+        record = _run_record(cfg, results, keys, feature_info)
+        (tmp / "run.json").write_text(json.dumps(record, indent=1))
+        if run_dir.exists():
+            shutil.rmtree(run_dir)
+        os.replace(tmp, run_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return run_dir, record
+
+
+def _run_record(cfg: TrainConfig, results: dict, keys: dict, feature_info: dict) -> dict:
+    by_collection = {c: r.summary() for c, r in results.items()}
+    return {"ranker": cfg.ranker, "train_config": asdict(cfg),
+            "params": {c: asdict(cfg.params_for(c)) for c in results},
+            "features": {**feature_info, "keys": keys},
+            "metrics": by_collection,
+            "final": metrics.final_score({c: r.mean for c, r in results.items()}),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git": _git_describe(),
+            "versions": {"lightgbm": lightgbm.__version__, "xgboost": xgboost.__version__,
+                         "numpy": np.__version__, "python": platform.python_version()}}
+
+
+def _git_describe() -> str | None:
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=MODELS_DIR,
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def format_table(record: dict) -> str:
+    """Per-collection validation table: mean, per-graph min/max, seed spread, random order."""
+    head = (f"{'collection':<20} {'graphs':>6} {'mean':>7} {'min':>7} {'max':>7} "
+            f"{'seed sd':>7} {'random':>7} {'cv':>7} {'sec':>6}")
+    lines = [head, "-" * len(head)]
+    for c, m in record["metrics"].items():
+        cells = [m["mean"], m["min"], m["max"], m["seed_std"], m["random_mean"], m["cv_mean"]]
+        lines.append(f"{c:<20} {len(m['per_graph']):>6} " + " ".join(
+            f"{x:>7.3f}" if x is not None else f"{'-':>7}" for x in cells)
+            + f" {m['seconds']:>6.1f}")
+    lines.append(f"{'final (mean of collections)':<28} {record['final']:.4f}")
+    return "\n".join(lines)
+
+
+def latest_run(runs_root: Path) -> Path:
+    runs = sorted(Path(runs_root).glob("*/run.json"), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise FileNotFoundError(f"no trained run under {runs_root}; run `pipeline.py train` first")
+    return runs[-1].parent
+
+
+def load_models(run_dir: Path, collection: str) -> list:
+    record = json.loads((Path(run_dir) / "run.json").read_text())
+    cls, _ = RANKERS[record["ranker"]]
+    seed_dirs = sorted((Path(run_dir) / collection.replace(":", "-")).glob("seed-*"))
+    return [cls.load(d) for d in seed_dirs]

@@ -1,0 +1,49 @@
+"""Shared fixtures: a tiny generated TpuGraphs tree (made once per session) and a seeded rng."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from features.sample import SampleSpec, ensure_sample
+
+TINY = SampleSpec(seed=7, tile_graphs=(10, 4, 3), tile_configs=(12, 60), layout_graphs=(4, 2, 2),
+                  xla_nodes=(60, 120), nlp_nodes=(40, 80), layout_configs=(150, 400),
+                  test_layout_configs=120)
+
+
+@pytest.fixture(scope="session")
+def tiny_root(tmp_path_factory) -> Path:
+    """The download-style root (holding npz_all/npz/...) of a small generated dataset."""
+    root = tmp_path_factory.mktemp("tpugraphs") / "tiny"
+    ensure_sample(root, TINY)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_npz(tiny_root) -> Path:
+    return tiny_root / "npz_all" / "npz"
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(12345)
+
+
+def make_ranking(rng: np.random.Generator, sizes, n_features: int = 6,
+                 collection: str = "layout:xla:random"):
+    """Synthetic FeatureSet with known structure: log runtime = 2*x0 - x1 + small noise, plus a
+    per-graph offset the rankers must ignore."""
+    from features import FeatureSet
+
+    sizes = np.asarray(sizes)
+    n = int(sizes.sum())
+    X = rng.normal(size=(n, n_features)).astype(np.float32)
+    graph = np.repeat(np.arange(sizes.size), sizes)
+    log_rt = 2 * X[:, 0] - X[:, 1] + 0.1 * rng.normal(size=n) + 3 * graph
+    return FeatureSet(X=X, runtime=np.exp(log_rt), config_idx=np.concatenate(
+        [np.arange(s) for s in sizes]).astype(np.int64), dup_count=np.ones(n, np.int32),
+        ptr=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+        graph_ids=tuple(f"g{i}" for i in range(sizes.size)), collection=collection,
+        columns=tuple(f"f{i}" for i in range(n_features)))

@@ -1,0 +1,98 @@
+"""Rankers: labels, groups, the sign convention, save/load, and quality floors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models import RANKERS, metrics
+from models.base import (apply_overrides, normalize_per_graph, runtime_to_grade, split_groups,
+                         within_graph_rank)
+from models.lgbm import LambdaRank, LambdaRankParams
+
+from .conftest import make_ranking
+
+FAST = {"n_estimators": 60, "early_stopping": 20}
+
+
+def _fit(name, train, valid=None, **extra):
+    cls, defaults = RANKERS[name]
+    kind = "tile" if train.collection.startswith("tile") else "layout"
+    return cls(apply_overrides(defaults[kind], {**FAST, **extra})).fit(train, valid)
+
+
+def test_grades_stay_in_table_and_fastest_is_highest(rng):
+    runtime = rng.random(1000)
+    ptr = np.array([0, 400, 1000])
+    for n_grades in (2, 5, 31):
+        grade = runtime_to_grade(runtime, ptr, n_grades)
+        assert grade.min() >= 0 and grade.max() == n_grades - 1
+        for g in range(2):
+            part, r = grade[ptr[g]:ptr[g + 1]], runtime[ptr[g]:ptr[g + 1]]
+            assert part[np.argmin(r)] == n_grades - 1 and part[np.argmax(r)] == 0
+            assert np.all(np.diff(part[np.argsort(r)]) <= 0)
+
+
+def test_tied_runtimes_share_rank():
+    pct = within_graph_rank(np.array([3.0, 1.0, 3.0, 2.0]), np.array([0, 4]))
+    assert pct.tolist() == [2.5 / 4, 0.0, 2.5 / 4, 1 / 4]
+
+
+def test_split_groups_keeps_every_row_once(rng):
+    ptr = np.array([0, 25_000, 25_010, 31_000])
+    order, sizes = split_groups(ptr, 10_000, rng)
+    assert sorted(order.tolist()) == list(range(31_000))
+    assert sizes.max() <= 10_000 and sizes.sum() == 31_000
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    for s, n in zip(starts, sizes):   # every sub-group lies inside one original graph
+        graph = np.searchsorted(ptr, order[s:s + n], side="right") - 1
+        assert np.unique(graph).size == 1
+
+
+def test_max_group_size_above_lightgbm_limit_is_refused():
+    with pytest.raises(ValueError, match="max_group_size"):
+        LambdaRankParams(max_group_size=20_000)
+
+
+def test_unknown_override_is_refused():
+    with pytest.raises(ValueError, match="unknown setting"):
+        apply_overrides(LambdaRankParams(), {"num_leafs": 3})
+
+
+@pytest.mark.parametrize("name", sorted(RANKERS))
+def test_rankers_learn_known_structure_and_higher_means_faster(name, rng):
+    train = make_ranking(rng, [300] * 8)
+    valid = make_ranking(rng, [300] * 3)
+    model = _fit(name, train, valid)
+    tau = metrics.collection_score(metrics.kendall_per_graph(model.predict(valid), valid.runtime,
+                                                             valid.ptr))
+    assert tau > 0.7, tau   # positive tau <=> high scores went to fast configs
+
+
+@pytest.mark.parametrize("name", sorted(RANKERS))
+def test_save_load_predicts_identically(name, rng, tmp_path):
+    train = make_ranking(rng, [200] * 4)
+    model = _fit(name, train)
+    model.save(tmp_path / name)
+    loaded = type(model).load(tmp_path / name)
+    np.testing.assert_array_equal(model.predict(train), loaded.predict(train))
+    assert not list((tmp_path / name).glob("*.pkl"))
+
+
+def test_lambdarank_trains_on_a_30000_config_group(rng):
+    train = make_ranking(rng, [30_000, 500], n_features=4)
+    model = _fit("lambdarank", train, n_estimators=5, max_group_size=10_000)
+    assert model.predict(train).shape == (30_500,)
+
+
+def test_lambdarank_tile_defaults_are_top_heavy():
+    from models.lgbm import LAMBDARANK_DEFAULTS
+    tile, layout = LAMBDARANK_DEFAULTS["tile"], LAMBDARANK_DEFAULTS["layout"]
+    assert tile.gain == "exponential" and tile.truncation_level < layout.truncation_level
+    assert LambdaRank(layout)._lgb_params()["label_gain"] == list(range(layout.n_grades))
+
+
+def test_normalize_per_graph_ranges(rng):
+    s = rng.normal(size=10)
+    out = normalize_per_graph(s, np.array([0, 4, 10]))
+    assert out[:4].min() == 0 and out[:4].max() == 1 and out[4:].max() == 1
+    assert np.array_equal(np.argsort(out[:4]), np.argsort(s[:4]))

@@ -1,0 +1,134 @@
+"""The three commands end to end, in-process, on the tiny generated tree."""
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+import pipeline
+from features import FeatureConfig
+from features.io import COLLECTIONS, count_configs, list_npz
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+QUICK = ["--set", "n_estimators=40", "--set", "early_stopping=10"]
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_root, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    common = ["--data-dir", str(tiny_root), "--cache-dir", str(cache)]
+    assert pipeline.main(["build-features", *common]) == 0
+    assert pipeline.main(["train", "--ranker", "lambdarank", *common, *QUICK]) == 0
+    return cache, common
+
+
+def test_train_records_a_run_that_beats_random(trained):
+    cache, _ = trained
+    record = json.loads(next((cache / "runs").glob("*/run.json")).read_text())
+    assert set(record["metrics"]) == set(COLLECTIONS)
+    for collection, m in record["metrics"].items():
+        assert m["mean"] > m["random_mean"], collection
+    assert record["features"]["signature"] and record["versions"]["lightgbm"]
+
+
+def test_submit_writes_a_valid_submission(trained, tiny_npz, tmp_path, capsys):
+    cache, common = trained
+    out = tmp_path / "submission.csv"
+    assert pipeline.main(["submit", *common, "--out", str(out)]) == 0
+    with open(out, newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == ["ID", "TopConfigs"]
+    expected = {f"{c}:{f.stem}": count_configs(f) for c in COLLECTIONS
+                for f in list_npz(tiny_npz, c, "test")}
+    got = {r[0]: [int(x) for x in r[1].split(";")] for r in rows[1:]}
+    assert got.keys() == expected.keys()
+    for row_id, picks in got.items():
+        c = expected[row_id]
+        if row_id.startswith("tile:xla:"):
+            assert len(picks) == min(5, c) and len(set(picks)) == len(picks)
+        else:
+            assert sorted(picks) == list(range(c))
+    assert "used run" in capsys.readouterr().out
+
+
+def test_second_build_is_served_from_cache(trained, capsys):
+    _, common = trained
+    assert pipeline.main(["build-features", *common, "--collections", "tile:xla"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("cached") == 3 and "built" not in out
+
+
+def test_submit_refuses_a_run_from_other_features(trained, tmp_path, capsys):
+    cache, common = trained
+    run = next((cache / "runs").glob("*/run.json"))
+    stale = tmp_path / "stale"
+    shutil.copytree(run.parent, stale)
+    record = json.loads(run.read_text())
+    record["features"]["signature"] = "0" * 12
+    (stale / "run.json").write_text(json.dumps(record))
+    assert pipeline.main(["submit", *common, "--run", str(stale),
+                          "--out", str(tmp_path / "s.csv")]) == 2
+    assert "rerun `pipeline.py train`" in capsys.readouterr().err
+    assert not (tmp_path / "s.csv").exists()
+
+
+def test_submit_refuses_a_run_missing_a_collection(trained, tmp_path, capsys):
+    cache, common = trained
+    run = next((cache / "runs").glob("*/run.json"))
+    partial = tmp_path / "partial"
+    shutil.copytree(run.parent, partial)
+    record = json.loads(run.read_text())
+    del record["metrics"]["tile:xla"]
+    (partial / "run.json").write_text(json.dumps(record))
+    assert pipeline.main(["submit", *common, "--run", str(partial),
+                          "--out", str(tmp_path / "s.csv")]) == 2
+    assert "no models for ['tile:xla']" in capsys.readouterr().err
+
+
+def test_named_data_dir_must_exist(tmp_path, capsys):
+    code = pipeline.main(["build-features", "--data-dir", str(tmp_path / "nope"),
+                          "--cache-dir", str(tmp_path)])
+    assert code == 2 and "no TpuGraphs tree" in capsys.readouterr().err
+
+
+def test_without_data_the_sample_is_generated_and_announced(tmp_path, monkeypatch):
+    import features.data as data
+    from .conftest import TINY
+
+    monkeypatch.delenv("TPUGRAPHS_DIR", raising=False)
+    monkeypatch.setattr(data, "DEFAULT_DATA_DIR", tmp_path / "absent")
+    source = data.resolve_data(None, tmp_path / "cache", spec=TINY)
+    assert source.is_sample and "using the generated sample" in source.description
+    assert list_npz(source.npz_root, "tile:xla", "test")
+
+
+def test_bad_setting_is_an_error_not_a_crash(tiny_root, tmp_path, capsys):
+    code = pipeline.main(["build-features", "--data-dir", str(tiny_root), "--cache-dir",
+                          str(tmp_path), "--feature", "feature_set=fancy"])
+    assert code == 2 and "feature_set" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", sorted(pipeline.COMMANDS))
+def test_help_for_every_command(command, capsys):
+    with pytest.raises(SystemExit) as exc:
+        pipeline.main([command, "--help"])
+    assert exc.value.code == 0 and "--data-dir" in capsys.readouterr().out
+
+
+def test_readme_documents_every_command_and_the_test_command():
+    text = README.read_text()
+    for command in pipeline.COMMANDS:
+        assert f"pipeline.py {command}" in text
+    ci = (README.parent / ".ci" / "run").read_text()
+    test_cmd = re.search(r"^python -m pytest.*$", ci, re.M).group(0)
+    assert test_cmd in text
+
+
+def test_feature_config_defaults_are_recorded_with_the_run(trained):
+    cache, _ = trained
+    record = json.loads(next((cache / "runs").glob("*/run.json")).read_text())
+    assert record["features"]["settings"] == FeatureConfig().__dict__
