@@ -21,6 +21,9 @@ NODE_QUANTITIES = (
     "out_feature_minor", "ker_out_feature_minor", "in_batch_second_minor", "tiled_bytes",
     "log_value_freq", "differs_from_modal")
 BYTE_QUANTITIES = tuple(i for i, n in enumerate(NODE_QUANTITIES) if n.endswith("bytes"))
+# Estimated memory traffic of a config: padded tensors plus every copy a layout change implies.
+TRAFFIC_QUANTITIES = tuple(NODE_QUANTITIES.index(n) for n in (
+    "tiled_bytes", "in_copy_bytes", "ker_copy_bytes", "user_copy_bytes"))
 GROUPS = ("all", "conv", "dot", "reshape")
 GROUP_OF_OPCODE = {26: 0, 34: 1, 75: 2}
 assert len(NODE_QUANTITIES) == K.N_QUANT and len(GROUPS) == K.N_GROUPS
@@ -60,7 +63,8 @@ def section_ranks_used(ncf: np.ndarray, chunk: int = 4096) -> np.ndarray:
     """(nc, 2) int: most slots any config sets in each node's input and kernel sections."""
     used = np.zeros((ncf.shape[1], 2), np.int64)
     for s in range(0, ncf.shape[0], chunk):
-        part = (ncf[s:s + chunk, :, 6:18] >= 0).reshape(-1, ncf.shape[1], 2, 6).sum(axis=3)
+        block = ncf[s:s + chunk, :, 6:18]
+        part = (block >= 0).reshape(block.shape[0], block.shape[1], 2, 6).sum(axis=3)
         used = np.maximum(used, part.max(axis=0, initial=0))
     return used
 
@@ -136,9 +140,9 @@ def layout_full(g: Graph, rows: np.ndarray, *, chunk: int) -> tuple[np.ndarray, 
     """(r, ~160) float32 for the selected configs, computed chunk by chunk."""
     nc = g.node_config_ids.size
     names = [f"cfg.{grp}.{q}" for grp in GROUPS for q in NODE_QUANTITIES]
-    names += [f"cfg.mean.{q}" for q in NODE_QUANTITIES]
+    names += [f"cfg.mean.{q}" for q in NODE_QUANTITIES] + ["cfg.all.est_traffic_bytes"]
     if nc == 0:
-        return np.zeros((rows.size, len(names)), np.float32), names
+        return within_graph_z(np.zeros((rows.size, len(names)), np.float32), names)
     si, sf, shapes, defaults = layout_static(g)
     logfreq, modal_diff = value_frequencies(g.node_config_feat, chunk)
     parts = []
@@ -147,11 +151,27 @@ def layout_full(g: Graph, rows: np.ndarray, *, chunk: int) -> tuple[np.ndarray, 
         sums = K.layout_config_features(g.node_config_feat, r, si, sf, shapes, defaults,
                                         logfreq[r], modal_diff[r])
         means = sums[:, :K.N_QUANT] / nc
+        traffic = signed_log(sums[:, list(TRAFFIC_QUANTITIES)].sum(axis=1, keepdims=True))
         for grp in range(K.N_GROUPS):
             cols = grp * K.N_QUANT + np.array(BYTE_QUANTITIES)
             sums[:, cols] = signed_log(sums[:, cols])
-        parts.append(np.hstack([sums, means]).astype(np.float32))
-    return np.concatenate(parts) if parts else np.zeros((0, len(names)), np.float32), names
+        parts.append(np.hstack([sums, means, traffic]).astype(np.float32))
+    values = np.concatenate(parts) if parts else np.zeros((0, len(names)), np.float32)
+    return within_graph_z(values, names)
+
+
+def within_graph_z(values: np.ndarray, names: list[str], prefix: str = "cfg.all.",
+                   ) -> tuple[np.ndarray, list[str]]:
+    """Append z-scores over the graph's rows of the `prefix` columns.
+
+    Rankings are within a graph, but graphs differ in scale by orders of magnitude; a config's
+    standing among its own graph's configs is what carries across graphs (solutions.md 7.7)."""
+    cols = [i for i, n in enumerate(names) if n.startswith(prefix)]
+    x = values[:, cols].astype(np.float64)
+    sd = x.std(axis=0) if x.shape[0] else np.ones(len(cols))
+    z = (x - x.mean(axis=0)) / np.where(sd > 0, sd, 1.0) if x.shape[0] else x
+    return (np.hstack([values, z.astype(np.float32)]),
+            names + ["z." + names[i] for i in cols])
 
 
 def layout_basic(g: Graph, rows: np.ndarray, *, chunk: int) -> tuple[np.ndarray, list[str]]:

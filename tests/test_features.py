@@ -1,0 +1,116 @@
+"""Feature rows: structure, determinism, dedup and caps, and chunking invariance."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import features
+from features import COLLECTIONS, FeatureConfig, load_or_build
+from features.io import list_npz, read_graph
+from features.rows import select_rows, target_runtime
+from features.table import graph_table
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("featcache")
+
+
+@pytest.mark.parametrize("collection", COLLECTIONS)
+@pytest.mark.parametrize("feature_set", ["basic", "full"])
+def test_feature_sets_have_consistent_structure(tiny_npz, cache, collection, feature_set):
+    cfg = FeatureConfig(feature_set=feature_set)
+    for split in ("train", "test"):
+        fs = load_or_build(tiny_npz, collection, split, cfg, cache)
+        files = list_npz(tiny_npz, collection, split)
+        assert fs.graph_ids == tuple(f.stem for f in files)
+        assert fs.X.dtype == np.float32 and fs.X.shape == (fs.ptr[-1], len(fs.columns))
+        assert len(set(fs.columns)) == len(fs.columns) and np.isfinite(fs.X).all()
+        assert all(np.all(np.diff(fs.config_idx[fs.ptr[g]:fs.ptr[g + 1]]) > 0)
+                   for g in range(fs.n_graphs))
+        if split == "test":
+            assert np.isnan(fs.runtime).all()
+            for g, f in enumerate(files):   # every test config is a row, none merged
+                n = read_graph(f, collection, split).n_configs
+                assert fs.config_idx[fs.ptr[g]:fs.ptr[g + 1]].tolist() == list(range(n))
+
+
+def test_full_has_more_than_basic(tiny_npz, cache):
+    basic = load_or_build(tiny_npz, "layout:xla:random", "train", FeatureConfig("basic"), cache)
+    full = load_or_build(tiny_npz, "layout:xla:random", "train", FeatureConfig(), cache)
+    assert len(full.columns) > 2 * len(basic.columns)
+    assert any(c.startswith("z.cfg.all.") for c in full.columns)
+
+
+def test_build_is_deterministic(tiny_npz, tmp_path):
+    a = load_or_build(tiny_npz, "layout:nlp:default", "train", FeatureConfig(), tmp_path / "a")
+    b = load_or_build(tiny_npz, "layout:nlp:default", "train", FeatureConfig(), tmp_path / "b")
+    np.testing.assert_array_equal(a.X, b.X)
+    np.testing.assert_array_equal(a.config_idx, b.config_idx)
+
+
+@pytest.mark.parametrize("collection", ["tile:xla", "layout:xla:default"])
+def test_chunked_and_unchunked_builds_give_identical_rows(tiny_npz, collection):
+    f = list_npz(tiny_npz, collection, "train")[0]
+    results = []
+    for chunk in (3, 64, 100_000):
+        cfg = FeatureConfig(chunk_configs=chunk)
+        X, names, rows = graph_table(read_graph(f, collection, "train", chunk_configs=chunk), cfg)
+        results.append((X, rows.config_idx))
+    for X, idx in results[1:]:
+        np.testing.assert_array_equal(X, results[0][0])
+        np.testing.assert_array_equal(idx, results[0][1])
+
+
+def _with_duplicates(tiny_npz):
+    g = read_graph(list_npz(tiny_npz, "layout:nlp:default", "train")[0], "layout:nlp:default",
+                   "train")
+    return g
+
+
+def test_train_duplicates_are_merged_to_their_minimum(tiny_npz):
+    g = _with_duplicates(tiny_npz)
+    rows = select_rows(g, max_train_configs=0, fastest_fraction=0.1, max_valid_configs=0,
+                       seed=0, chunk=17)
+    keys = [g.node_config_feat[j].tobytes() for j in range(g.n_configs)]
+    groups: dict[bytes, list[int]] = {}
+    for j, key in enumerate(keys):
+        groups.setdefault(key, []).append(j)
+    assert rows.config_idx.size == len(groups) < g.n_configs   # default search repeats configs
+    target = target_runtime(g)
+    for idx, rt, count in zip(rows.config_idx, rows.runtime, rows.dup_count):
+        members = groups[keys[idx]]
+        assert rt == target[members].min() and count == len(members)
+    assert rows.dup_count.sum() == g.n_configs
+
+
+def test_train_cap_keeps_the_fastest_share(tiny_npz):
+    g = _with_duplicates(tiny_npz)
+    rows = select_rows(g, max_train_configs=50, fastest_fraction=0.2, max_valid_configs=0,
+                       seed=0, chunk=64)
+    full = select_rows(g, max_train_configs=0, fastest_fraction=0.2, max_valid_configs=0,
+                       seed=0, chunk=64)
+    assert rows.config_idx.size == 50
+    fastest = full.config_idx[np.argsort(full.runtime, kind="stable")[:10]]
+    assert set(fastest) <= set(rows.config_idx)
+
+
+def test_valid_is_subsampled_but_not_merged(tiny_npz):
+    f = list_npz(tiny_npz, "layout:xla:default", "valid")[0]
+    g = read_graph(f, "layout:xla:default", "valid")
+    rows = select_rows(g, max_train_configs=0, fastest_fraction=0.1, max_valid_configs=30,
+                       seed=0, chunk=64)
+    assert rows.config_idx.size == min(30, g.n_configs) and (rows.dup_count == 1).all()
+
+
+def test_tile_target_is_runtime_over_normalizer(tiny_npz):
+    g = read_graph(list_npz(tiny_npz, "tile:xla", "valid")[0], "tile:xla", "valid")
+    np.testing.assert_allclose(target_runtime(g),
+                               g.config_runtime / g.config_runtime_normalizers)
+
+
+def test_features_never_import_models():
+    src = features.cache.FEATURES_DIR
+    for f in src.glob("*.py"):
+        text = f.read_text()
+        assert "import models" not in text and "from models" not in text, f.name

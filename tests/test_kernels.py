@@ -1,0 +1,220 @@
+"""Every Numba kernel against a plain Python/NumPy reference, including degenerate graphs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from features import kernels as K
+from features.io import Graph
+from features.per_config import (NODE_QUANTITIES, default_layouts, layout_full, layout_static,
+                                 padded_shapes, value_frequencies)
+
+
+def test_row_hash_is_fnv1a_and_separates_rows(rng):
+    rows = rng.integers(0, 256, (50, 37)).astype(np.uint8)
+    rows[7] = rows[3]
+
+    def fnv(b):
+        h = 14695981039346656037
+        for x in b:
+            h = ((h ^ int(x)) * 1099511628211) % 2**64
+        return h
+    got = K.row_hash(rows)
+    assert [int(v) for v in got] == [fnv(r) for r in rows]
+    assert got[7] == got[3] and np.unique(got).size == 49
+
+
+def test_config_codes_are_base7(rng):
+    ncf = rng.integers(-1, 6, (9, 4, 18)).astype(np.int8)
+    ref = ((ncf.astype(np.int64) + 1) * 7 ** np.arange(17, -1, -1)).sum(axis=2)
+    np.testing.assert_array_equal(K.config_codes(ncf), ref)
+
+
+def _longest_path_reference(n, edges):
+    depth = np.zeros(n, np.int64)
+    for _ in range(n):
+        for u, v in edges:
+            depth[u] = max(depth[u], depth[v] + 1)
+    return depth
+
+
+@pytest.mark.parametrize("n", [1, 2, 30])
+def test_longest_path_matches_relaxation(rng, n):
+    pairs = {(int(u), int(v)) for u, v in rng.integers(0, n, (3 * n, 2)) if u > v}
+    # ids shuffled so producers do not always have smaller ids than users
+    perm = rng.permutation(n)
+    edges = np.array([(perm[u], perm[v]) for u, v in sorted(pairs)], np.int64).reshape(-1, 2)
+    np.testing.assert_array_equal(K.longest_path(n, edges), _longest_path_reference(n, edges))
+
+
+# ---------------------------------------------------------------- the layout kernel
+
+def random_layout_graph(rng, n: int, config_ids, c: int) -> Graph:
+    """A random DAG with random shapes/layouts and random (valid-range) layout configs."""
+    node_feat = np.zeros((n, 140), np.float32)
+    rank = rng.integers(1, 5, n)
+    for i in range(n):
+        node_feat[i, 21:21 + rank[i]] = rng.choice([1, 3, 8, 100, 128, 130, 256], rank[i])
+        node_feat[i, 28] = node_feat[i, 21:21 + rank[i]].prod()
+        node_feat[i, 134:134 + rank[i]] = rng.permutation(rank[i])
+        node_feat[i, 13 if i % 2 else 15] = 1
+    node_feat[:, 93:107] = rng.integers(0, 4, 14)
+    opcode = rng.choice([26, 34, 75, 2, 63], n)
+    ids = np.asarray(config_ids, np.int64)
+    opcode[ids] = rng.choice([26, 34, 75], ids.size)
+    edges = sorted({(int(u), int(v)) for u in range(1, n)
+                    for v in rng.choice(u, size=min(u, 2), replace=False)})
+    ncf = np.full((c, ids.size, 18), -1, np.int8)
+    for k, v in enumerate(ids):
+        for s in range(3):
+            r = int(rank[v]) if s == 0 else int(rng.integers(1, 5))
+            rows = rng.random(c) < 0.6
+            for j in np.flatnonzero(rows):
+                ncf[j, k, 6 * s:6 * s + r] = rng.permutation(r)
+    return Graph(path=Path("random.npz"), collection="layout:xla:random", split="train",
+                 node_feat=node_feat, node_opcode=opcode.astype(np.int64),
+                 edge_index=np.array(edges, np.int64).reshape(-1, 2),
+                 config_runtime=np.ones(c, np.int64), node_config_ids=ids,
+                 node_config_feat=ncf, node_splits=np.array([0, n], np.int64))
+
+
+def _eff(section, fallback):
+    return np.array(fallback) if (section < 0).all() else section.astype(np.int64)
+
+
+def _pad(shape, layout, rank):
+    if rank == 0 or layout[0] < 0:
+        return 1.0
+    f = np.ceil(shape[layout[0]] / 128) * 128 / shape[layout[0]]
+    if rank > 1 and layout[1] >= 0:
+        f *= np.ceil(shape[layout[1]] / 8) * 8 / shape[layout[1]]
+    return f
+
+
+def reference_quantities(ncf, j, k, si, sf, shapes, defaults, eff_in):
+    """Plain-Python statement of the 30 node quantities (features/per_config.NODE_QUANTITIES)."""
+    q = dict.fromkeys(NODE_QUANTITIES, 0.0)
+    out = _eff(ncf[j, k, 0:6], defaults[k, 0])
+    p = si[k, K.S_IN_POS]
+    prod = _eff(ncf[j, p, 0:6], defaults[p, 0]) if p >= 0 else defaults[k, 1]
+    ein = _eff(ncf[j, k, 6:12], prod)
+    eff_in[k] = ein
+    has_ker = si[k, K.S_HAS_KER] == 1
+    ek = np.full(6, -1)
+    if has_ker:
+        pk = si[k, K.S_KER_POS]
+        kprod = _eff(ncf[j, pk, 0:6], defaults[pk, 0]) if pk >= 0 else defaults[k, 2]
+        ek = _eff(ncf[j, k, 12:18], kprod)
+        q["ker_copy"] = float(not np.array_equal(ek, kprod))
+        q["ker_is_default"] = float((ncf[j, k, 12:18] < 0).all())
+    r_out, r_in, r_ker = si[k, K.S_RANK_OUT], si[k, K.S_RANK_IN], si[k, K.S_RANK_KER]
+    eb, vo, vi, vk = sf[k, K.F_BYTES], sf[k, K.F_VOL_OUT], sf[k, K.F_VOL_IN], sf[k, K.F_VOL_KER]
+    po, pi = _pad(shapes[k, 0], out, r_out), _pad(shapes[k, 1], ein, r_in)
+    pk_ = _pad(shapes[k, 2], ek, r_ker) if has_ker else 1.0
+    changed = not np.array_equal(out, defaults[k, 0])
+    q.update(out_is_default=float((ncf[j, k, 0:6] < 0).all()),
+             in_is_default=float((ncf[j, k, 6:12] < 0).all()),
+             out_row_major=float(r_out > 0 and list(out[:r_out]) == list(range(r_out - 1, -1, -1))),
+             out_eq_in=float(np.array_equal(out, ein)), out_changed=float(changed),
+             out_log2_pad=np.log2(po), out_pad_bytes=(po - 1) * vo * eb,
+             in_log2_pad=np.log2(pi), in_pad_bytes=(pi - 1) * vi * eb,
+             ker_pad_bytes=(pk_ - 1) * vk * eb,
+             in_copy=float(not np.array_equal(ein, prod)),
+             user_copy=si[k, K.S_PLAIN_USERS] * changed,
+             out_log2_minor=np.log2(shapes[k, 0][out[0]]) if r_out > 0 else 0.0,
+             out_log2_second_minor=np.log2(shapes[k, 0][out[1]]) if r_out > 1 else 0.0,
+             in_log2_minor=np.log2(shapes[k, 1][ein[0]]) if r_in > 0 and ein[0] >= 0 else 0.0,
+             out_minor_mult128=float(r_out > 0 and shapes[k, 0][out[0]] % 128 == 0),
+             in_feature_minor=float(ein[0] == si[k, K.S_IN_FEATURE]),
+             out_feature_minor=float(out[0] == si[k, K.S_OUT_FEATURE]),
+             ker_out_feature_minor=float(has_ker and ek[0] == si[k, K.S_KER_OUT_FEATURE]),
+             in_batch_second_minor=float(r_in > 1 and ein[1] == si[k, K.S_IN_BATCH]),
+             tiled_bytes=(po * vo + pi * vi + pk_ * vk) * eb)
+    q["in_copy_bytes"] = q["in_copy"] * vi * eb
+    q["ker_copy_bytes"] = q["ker_copy"] * vk * eb
+    q["user_copy_bytes"] = q["user_copy"] * vo * eb
+    first = si[k, K.S_SIB_FIRST]
+    if first >= 0 and not np.array_equal(ein, eff_in[first]):
+        q["sibling_mismatch"], q["sibling_bytes"] = 1.0, vi * eb
+    return q
+
+
+def reference_features(g, rows, logfreq, modal):
+    si, sf, shapes, defaults = layout_static(g)
+    nc = g.node_config_ids.size
+    out = np.zeros((rows.size, K.N_GROUPS * K.N_QUANT))
+    for r, j in enumerate(rows):
+        eff_in = {}
+        for k in range(nc):
+            q = reference_quantities(g.node_config_feat, j, k, si, sf, shapes, defaults, eff_in)
+            q["log_value_freq"], q["differs_from_modal"] = logfreq[r, k], modal[r, k]
+            vec = np.array([q[name] for name in NODE_QUANTITIES])
+            out[r, :K.N_QUANT] += vec
+            if si[k, K.S_GROUP] < 3:
+                g_ = si[k, K.S_GROUP] + 1
+                out[r, g_ * K.N_QUANT:(g_ + 1) * K.N_QUANT] += vec
+    return out
+
+
+@pytest.mark.parametrize("n, ids, c", [
+    (12, [3, 7, 5, 10], 25),          # non-contiguous, unsorted configurable ids
+    (40, list(range(5, 40, 3)), 9),
+    (6, [4], 1),                      # one configurable node, one config
+    (1, [0], 3),                      # a single node, no edges at all
+    (8, [], 4),                       # no configurable node
+])
+def test_layout_kernel_matches_reference(rng, n, ids, c):
+    g = random_layout_graph(rng, n, ids, c)
+    rows = np.arange(c)
+    logfreq, modal = value_frequencies(g.node_config_feat, chunk=4)
+    si, sf, shapes, defaults = layout_static(g)
+    got = K.layout_config_features(g.node_config_feat, rows, si, sf, shapes, defaults,
+                                   logfreq, modal)
+    np.testing.assert_allclose(got, reference_features(g, rows, logfreq, modal), rtol=1e-9)
+    values, names = layout_full(g, rows[::-1].copy(), chunk=2)
+    assert values.shape == (c, len(names)) and np.isfinite(values).all()
+    assert len(set(names)) == len(names)
+
+
+def test_value_frequencies_reference(rng):
+    ncf = rng.integers(-1, 1, (40, 3, 18)).astype(np.int8)
+    ncf[:, 1] = -1                                   # node 1 never changes
+    logfreq, modal = value_frequencies(ncf, chunk=7)
+    assert np.allclose(logfreq[:, 1], 0.0) and not modal[:, 1].any()
+    for k in (0, 2):
+        keys = [ncf[j, k].tobytes() for j in range(40)]
+        share = np.array([keys.count(x) / 40 for x in keys])
+        np.testing.assert_allclose(logfreq[:, k], np.log(share), rtol=1e-6)
+
+
+def test_static_tables_on_a_hand_built_graph():
+    """p0 -> a (reshape, cfg) ; p0 -> b (dot, cfg, weights w) ; a -> add ; b -> add."""
+    nf = np.zeros((5, 140), np.float32)
+    shapes = {0: (8, 256), 1: (2048,), 2: (256, 64), 3: (8, 64), 4: (2048,)}
+    for i, s in shapes.items():
+        nf[i, 21:21 + len(s)] = s
+        nf[i, 28] = np.prod(s)
+        nf[i, 134:134 + len(s)] = range(len(s) - 1, -1, -1)
+        nf[i, 13] = 1
+    # nodes: 0 p0, 1 a=reshape(p0), 2 w, 3 b=dot(p0, w), 4 add(a, ...)
+    edges = np.array([[1, 0], [3, 0], [3, 2], [4, 1], [4, 3]], np.int64)
+    ncf = np.full((2, 2, 18), -1, np.int8)
+    ncf[1, 1, 6:8] = [0, 1]
+    ncf[1, 1, 12:14] = [1, 0]
+    g = Graph(Path("hand.npz"), "layout:nlp:random", "train", nf,
+              np.array([63, 75, 63, 34, 2]), edges, np.ones(2, np.int64),
+              node_config_ids=np.array([1, 3]), node_config_feat=ncf,
+              node_splits=np.array([0, 5]))
+    si, sf, shp, defaults = layout_static(g)
+    assert si[:, K.S_IN_POS].tolist() == [-1, -1]
+    assert si[1, K.S_HAS_KER] == 1 and si[0, K.S_HAS_KER] == 0
+    assert si[:, K.S_SIB_FIRST].tolist() == [-1, 0]       # both read p0
+    assert si[:, K.S_PLAIN_USERS].tolist() == [1, 1]
+    assert si[1, K.S_IN_FEATURE] == 1                      # dot: last input dim
+    assert sf[1, K.F_VOL_KER] == 256 * 64 and sf[1, K.F_BYTES] == 4
+    np.testing.assert_array_equal(defaults[0, 0], [0, -1, -1, -1, -1, -1])
+    np.testing.assert_array_equal(shp[1, 2, :3], [256, 64, 1])
+    assert (default_layouts(nf)[1] == [0, -1, -1, -1, -1, -1]).all()
+    assert padded_shapes(nf)[1, :2].tolist() == [2048, 1]
