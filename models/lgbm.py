@@ -1,7 +1,8 @@
 """LightGBM rankers: LambdaRank (the main one) and a pointwise regression reference.
 
 LambdaRank: labels are per-graph runtime ranks binned into `n_grades` levels with a matching
-`label_gain`; graphs over LightGBM's 10,000-row limit are split into random sub-groups; gains
+`label_gain`; graphs over LightGBM's 10,000-row limit are split into random sub-groups (all
+used each round, or sampled per boosting bag with `oversize="bag"`); gains
 and truncation follow the metric (full list for layout's Kendall, top-heavy for tile's top-5);
 early stopping watches the competition metric on the validation graphs, not NDCG.
 """
@@ -34,7 +35,9 @@ class LambdaRankParams:
     n_grades: int = 31
     gain: str = "linear"            # "linear": every level counts alike; "exponential": 2^l - 1
     truncation_level: int = 10_000  # pairs considered per query; >= group size = whole list
-    max_group_size: int = 2_000     # larger graphs are split into random sub-groups
+    max_group_size: int = 2_000     # larger graphs are split into random sub-groups ...
+    oversize: str = "split"         # ... all used every round ("split"), or a bagging_fraction
+                                    # of sub-groups drawn per boosting bag ("bag")
     early_stopping: int = 50
     num_threads: int = 2
     seed: int = 0
@@ -45,6 +48,8 @@ class LambdaRankParams:
                              f"got {self.max_group_size}")
         if self.gain not in ("linear", "exponential"):
             raise ValueError(f"gain must be 'linear' or 'exponential', got {self.gain!r}")
+        if self.oversize not in ("split", "bag"):
+            raise ValueError(f"oversize must be 'split' or 'bag', got {self.oversize!r}")
 
 
 @dataclass(frozen=True)
@@ -148,7 +153,8 @@ class LambdaRank(_LightGBMRanker):
         gains = (np.arange(p.n_grades) if p.gain == "linear"
                  else 2.0 ** np.arange(p.n_grades) - 1)
         return {**_common(p), "objective": "lambdarank", "label_gain": gains.tolist(),
-                "lambdarank_truncation_level": p.truncation_level}
+                "lambdarank_truncation_level": p.truncation_level,
+                "bagging_by_query": p.oversize == "bag"}
 
     def _dataset(self, data: FeatureSet) -> lgb.Dataset:
         labels = runtime_to_grade(data.runtime, data.ptr, self.params.n_grades)

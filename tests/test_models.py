@@ -96,3 +96,30 @@ def test_normalize_per_graph_ranges(rng):
     out = normalize_per_graph(s, np.array([0, 4, 10]))
     assert out[:4].min() == 0 and out[:4].max() == 1 and out[4:].max() == 1
     assert np.array_equal(np.argsort(out[:4]), np.argsort(s[:4]))
+
+
+def test_lambdarank_can_bag_oversized_groups_by_query(rng):
+    train = make_ranking(rng, [12_000, 300], n_features=4)
+    model = _fit("lambdarank", train, n_estimators=5, oversize="bag", bagging_fraction=0.5)
+    assert model._lgb_params()["bagging_by_query"] is True
+    assert np.isfinite(model.predict(train)).all()
+    with pytest.raises(ValueError, match="oversize"):
+        LambdaRankParams(oversize="drop")
+
+
+def test_cross_validation_scores_held_out_graphs(rng):
+    from models.runs import TrainConfig, cross_validate
+    train = make_ranking(rng, [150] * 6)
+    valid = make_ranking(rng, [150] * 2)
+    cfg = TrainConfig(ranker="regression", folds=3, overrides=FAST)
+    assert cross_validate(cfg, train, valid) > 0.7
+    assert np.isnan(cross_validate(TrainConfig(folds=0), train, valid))
+
+
+def test_seed_ensemble_is_recorded_per_seed(rng, tmp_path):
+    from models.runs import TrainConfig, train_collection
+    train, valid = make_ranking(rng, [150] * 4), make_ranking(rng, [150] * 2)
+    result = train_collection(TrainConfig(ranker="regression", seeds=3, overrides=FAST),
+                              train, valid, tmp_path)
+    assert len(result.seed_means) == 3 and len(list(tmp_path.glob("seed-*"))) == 3
+    assert result.mean > 0.7 and abs(result.summary()["random_mean"]) < 0.2
