@@ -20,7 +20,9 @@ from typing import Sequence
 import features
 from features import COLLECTIONS, SPLITS, FeatureConfig
 from features.io import count_configs, list_npz
+from features import bench as fb
 from models import RANKERS
+from models.bench import format_bench, run_bench
 from models.predict import StaleRunError, check_run, read_run, submission_rows
 from models.runs import TrainConfig, format_table, latest_run, train_run
 from models.submission import SubmissionError, write_csv
@@ -58,7 +60,8 @@ def cmd_build_features(args) -> int:
     for collection in args.collections:
         for split in args.splits:
             entry, built = features.build_entry(source.npz_root, collection, split, cfg,
-                                                args.cache_dir, force=args.force)
+                                                args.cache_dir, force=args.force,
+                                                workers=args.workers, pack=args.pack)
             meta = features.read_meta(entry)
             state = f"built in {meta['wall_seconds_this_run']:.1f}s" if built else "cached"
             print(f"{collection:<20} {split:<5} {meta['n_graphs']:>5} graphs "
@@ -76,8 +79,8 @@ def cmd_train(args) -> int:
         if not list_npz(source.npz_root, c, "train"):
             print(f"{c}: no train files, skipped")
             continue
-        data[c] = tuple(features.load_or_build(source.npz_root, c, s, fcfg, args.cache_dir)
-                        for s in ("train", "valid"))
+        data[c] = tuple(features.load_or_build(source.npz_root, c, s, fcfg, args.cache_dir,
+                                               workers=args.workers) for s in ("train", "valid"))
     info = {"signature": features.feature_signature(fcfg), "settings": asdict(fcfg),
             "data": str(source.npz_root), "sample": source.is_sample}
     run_dir, record = train_run(cfg, data, args.cache_dir / "runs", info)
@@ -95,8 +98,8 @@ def cmd_submit(args) -> int:
     tests = {c: list_npz(source.npz_root, c, "test") for c in args.collections}
     tests = {c: files for c, files in tests.items() if files}
     check_run(record, run_dir, tests, features.feature_signature(fcfg))
-    test_sets = {c: features.load_or_build(source.npz_root, c, "test", fcfg, args.cache_dir)
-                 for c in tests}
+    test_sets = {c: features.load_or_build(source.npz_root, c, "test", fcfg, args.cache_dir,
+                                           workers=args.workers) for c in tests}
     expected = {f"{c}:{f.stem}": count_configs(f) for c, files in tests.items() for f in files}
     rows = submission_rows(run_dir, test_sets, expected)
     path = write_csv(args.out, rows)
@@ -104,7 +107,16 @@ def cmd_submit(args) -> int:
     return 0
 
 
-COMMANDS = {"build-features": cmd_build_features, "train": cmd_train, "submit": cmd_submit}
+def cmd_bench(args) -> int:
+    """Time and measure every stage on real-size generated files (100k-config layout file)."""
+    spec = fb.QUICK if args.quick else fb.BenchSpec()
+    stages, notes = run_bench(args.cache_dir, spec, workers=args.workers)
+    print(format_bench(stages, notes))
+    return 0
+
+
+COMMANDS = {"build-features": cmd_build_features, "train": cmd_train, "submit": cmd_submit,
+            "bench": cmd_bench}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--collections", nargs="+", choices=COLLECTIONS, default=list(COLLECTIONS))
     common.add_argument("--feature", action="append", default=[], metavar="KEY=VALUE",
                         help="feature setting, e.g. feature_set=basic (repeatable)")
+    common.add_argument("--workers", type=int, default=2,
+                        help="processes building feature files in parallel (default 2)")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, func in COMMANDS.items():
@@ -124,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "build-features":
             p.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS))
             p.add_argument("--force", action="store_true", help="rebuild even if cached")
+            p.add_argument("--no-pack", dest="pack", action="store_false",
+                           help="do not keep int8 copies of node_config_feat in the cache")
         elif name == "train":
             p.add_argument("--ranker", choices=sorted(RANKERS), default="lambdarank")
             p.add_argument("--seeds", type=int, default=1, help="models averaged per collection")
@@ -131,6 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--folds", type=int, default=0, help="k-fold CV over train graphs")
             p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                            help="ranker parameter, e.g. num_leaves=63 (repeatable)")
+        elif name == "bench":
+            p.add_argument("--quick", action="store_true", help="small sizes, seconds not minutes")
         else:
             p.add_argument("--run", type=Path, help="run directory (default: the newest)")
             p.add_argument("--out", type=Path, default=Path("submission.csv"))

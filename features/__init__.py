@@ -6,11 +6,14 @@ FeatureSet when inputs, settings and code are unchanged.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 from pathlib import Path
 
 import polars as pl
+from tqdm import tqdm
 
 from . import cache
 from .data import DataSource, resolve_data
@@ -32,8 +35,13 @@ def _parts(files: list[Path], collection: str) -> list[list[Path]]:
 
 
 def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
-                cache_root: Path, *, force: bool = False) -> tuple[Path, bool]:
-    """Ensure the cache entry exists; returns (entry dir, whether anything was computed)."""
+                cache_root: Path, *, force: bool = False, workers: int = 1,
+                pack: bool = True) -> tuple[Path, bool]:
+    """Ensure the cache entry exists; returns (entry dir, whether anything was computed).
+
+    workers > 1 builds parts in a `spawn` process pool (forking after Numba/OpenMP threads
+    have started can hang). pack keeps an int8 copy of each node_config_feat under
+    <cache>/packed/ that later builds memory-map instead of decompressing again."""
     files = list_npz(npz_root, collection, split)
     inputs = cache.key_inputs(collection, split, files, cfg)
     key = cache.fingerprint(**inputs)
@@ -41,26 +49,43 @@ def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
     if cache.is_complete(entry) and not force:
         return entry, False
     staging = cache.staging_dir(entry, fresh=force)
-    start, built = time.perf_counter(), 0
-    for index, group in enumerate(_parts(files, collection)):
-        if not cache.part_done(staging, index):
-            built += _build_part(staging / f"part-{index:05d}.parquet", group, collection,
-                                 split, cfg)
+    todo = [(staging / f"part-{i:05d}.parquet", group)
+            for i, group in enumerate(_parts(files, collection)) if not cache.part_done(staging, i)]
+    packed = Path(cache_root) / "packed" if pack else None
+    start = time.perf_counter()
+    _run_parts(todo, collection, split, cfg, packed, workers)
     infos = [json.loads(p.read_text()) for p in sorted(staging.glob("part-*.json"))]
     meta = {"key": key, "signature": feature_signature(cfg), "collection": collection,
             "split": split, "n_graphs": sum(len(i["graph_ids"]) for i in infos),
             "n_rows": sum(sum(i["sizes"]) for i in infos), "columns": _columns(staging),
-            "graphs_built_this_run": built,
+            "graphs_built_this_run": sum(len(group) for _, group in todo),
             "wall_seconds_this_run": round(time.perf_counter() - start, 3),
             "settings": asdict(cfg), "inputs": inputs}
     return cache.publish(staging, entry, meta), True
 
 
+def _run_parts(todo, collection: str, split: str, cfg: FeatureConfig, packed: Path | None,
+               workers: int) -> None:
+    bar = tqdm(total=sum(len(g) for _, g in todo), desc=f"{collection} {split}", unit="file",
+               disable=None, leave=False)
+    with bar:
+        if workers <= 1 or len(todo) <= 1:
+            for path, group in todo:
+                bar.update(_build_part(path, group, collection, split, cfg, packed))
+            return
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(min(workers, len(todo)), mp_context=ctx) as pool:
+            jobs = [pool.submit(_build_part, path, group, collection, split, cfg, packed)
+                    for path, group in todo]
+            for job in as_completed(jobs):
+                bar.update(job.result())
+
+
 def _build_part(path: Path, files: list[Path], collection: str, split: str,
-                cfg: FeatureConfig) -> int:
+                cfg: FeatureConfig, packed: Path | None = None) -> int:
     tables, columns = [], []
     for f in files:
-        g = read_graph(f, collection, split, chunk_configs=cfg.chunk_configs)
+        g = read_graph(f, collection, split, chunk_configs=cfg.chunk_configs, packed_dir=packed)
         X, columns, rows = graph_table(g, cfg)
         tables.append((f.stem, X, rows))
     write_part(path, tables, columns)
@@ -90,6 +115,7 @@ def load_entry(entry: Path) -> FeatureSet:
 
 
 def load_or_build(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
-                  cache_root: Path, *, force: bool = False) -> FeatureSet:
-    entry, _ = build_entry(npz_root, collection, split, cfg, cache_root, force=force)
+                  cache_root: Path, *, force: bool = False, workers: int = 1) -> FeatureSet:
+    entry, _ = build_entry(npz_root, collection, split, cfg, cache_root, force=force,
+                           workers=workers)
     return load_entry(entry)

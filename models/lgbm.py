@@ -35,7 +35,7 @@ class LambdaRankParams:
     n_grades: int = 31
     gain: str = "linear"            # "linear": every level counts alike; "exponential": 2^l - 1
     truncation_level: int = 10_000  # pairs considered per query; >= group size = whole list
-    max_group_size: int = 2_000     # larger graphs are split into random sub-groups ...
+    max_group_size: int = 500       # larger graphs are split into random sub-groups ...
     oversize: str = "split"         # ... all used every round ("split"), or a bagging_fraction
                                     # of sub-groups drawn per boosting bag ("bag")
     early_stopping: int = 50
@@ -68,8 +68,10 @@ class RegressionParams:
 
 
 # Settings per collection kind: layout is scored on the whole order, tile on its top 5.
+# On the generated sample, 500-row groups matched 2,000-row ones at about half the time,
+# 64 grades matched 31, and truncating at 100 instead of the whole list lost 0.03-0.17 tau.
 LAMBDARANK_DEFAULTS = {
-    "layout": LambdaRankParams(),
+    "layout": LambdaRankParams(n_grades=64),
     "tile": LambdaRankParams(gain="exponential", truncation_level=20),
 }
 REGRESSION_DEFAULTS = {"layout": RegressionParams(), "tile": RegressionParams()}

@@ -83,3 +83,27 @@ def test_meta_records_how_the_entry_was_made(tiny_npz, tmp_path):
     assert meta["settings"] == FeatureConfig().__dict__
     assert meta["inputs"]["code"] == feature_cache.source_digest()
     assert meta["n_rows"] == load_entry(entry).X.shape[0]
+
+
+def test_parallel_build_equals_serial_build(tiny_npz, tmp_path):
+    serial = load_entry(build_entry(tiny_npz, "layout:nlp:random", "train", FeatureConfig(),
+                                    tmp_path / "serial", workers=1)[0])
+    parallel = load_entry(build_entry(tiny_npz, "layout:nlp:random", "train", FeatureConfig(),
+                                      tmp_path / "parallel", workers=2)[0])
+    np.testing.assert_array_equal(serial.X, parallel.X)
+    assert serial.graph_ids == parallel.graph_ids
+
+
+def test_packed_copy_is_made_once_and_reused(tiny_npz, tmp_path):
+    from features.io import packed_path, read_graph
+
+    f = list_npz(tiny_npz, "layout:xla:default", "valid")[0]
+    plain = read_graph(f, "layout:xla:default", "valid")
+    first = read_graph(f, "layout:xla:default", "valid", packed_dir=tmp_path, chunk_configs=5)
+    target = packed_path(f, tmp_path)
+    stamp = target.stat().st_mtime_ns
+    again = read_graph(f, "layout:xla:default", "valid", packed_dir=tmp_path)
+    assert isinstance(again.node_config_feat, np.memmap) and target.stat().st_mtime_ns == stamp
+    np.testing.assert_array_equal(first.node_config_feat, plain.node_config_feat)
+    np.testing.assert_array_equal(again.node_config_feat, plain.node_config_feat)
+    assert not list(tmp_path.glob("*.tmp"))

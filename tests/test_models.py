@@ -89,6 +89,7 @@ def test_lambdarank_tile_defaults_are_top_heavy():
     tile, layout = LAMBDARANK_DEFAULTS["tile"], LAMBDARANK_DEFAULTS["layout"]
     assert tile.gain == "exponential" and tile.truncation_level < layout.truncation_level
     assert LambdaRank(layout)._lgb_params()["label_gain"] == list(range(layout.n_grades))
+    assert layout.max_group_size <= 10_000 and layout.truncation_level >= layout.max_group_size
 
 
 def test_normalize_per_graph_ranges(rng):

@@ -20,7 +20,7 @@ QUICK = ["--set", "n_estimators=40", "--set", "early_stopping=10"]
 @pytest.fixture(scope="module")
 def trained(tiny_root, tmp_path_factory):
     cache = tmp_path_factory.mktemp("cache")
-    common = ["--data-dir", str(tiny_root), "--cache-dir", str(cache)]
+    common = ["--data-dir", str(tiny_root), "--cache-dir", str(cache), "--workers", "1"]
     assert pipeline.main(["build-features", *common]) == 0
     assert pipeline.main(["train", "--ranker", "lambdarank", *common, *QUICK]) == 0
     return cache, common
