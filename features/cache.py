@@ -12,6 +12,8 @@ import json
 import os
 import platform
 import shutil
+import tempfile
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -70,6 +72,23 @@ def staging_dir(entry: Path, *, fresh: bool) -> Path:
 
 def part_done(staging: Path, index: int) -> bool:
     return (staging / f"part-{index:05d}.json").exists()
+
+
+@contextmanager
+def atomic_dir(dest: Path):
+    """Yield a temporary sibling directory; on success it replaces `dest` in one rename, on any
+    error it is removed, so readers see the old `dest`, the new one, or nothing."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
+    try:
+        yield tmp
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def publish(staging: Path, entry: Path, meta: dict) -> Path:

@@ -122,23 +122,25 @@ def _same(a, b):
 
 
 @njit(cache=True)
+def _producer_layout(ncf, j, pos, defaults, own_default, out):
+    """A producer's effective output layout in config j: its config if it is configurable
+    (pos >= 0), else its fixed layout."""
+    if pos >= 0:
+        _effective(ncf, j, pos, 0, defaults[pos, 0], out)
+    else:
+        out[:] = own_default
+
+
+@njit(cache=True)
 def _node_quantities(ncf, j, k, si, sf, shapes, defaults, logfreq, modal, q, eo, ei, ek, tmp):
     """Fill q (N_QUANT,) for node k in config j; eo/ei/ek receive its effective layouts."""
     out_default = _effective(ncf, j, k, 0, defaults[k, 0], eo)
-    p = si[k, S_IN_POS]
-    if p >= 0:
-        _effective(ncf, j, p, 0, defaults[p, 0], tmp)
-    else:
-        tmp[:] = defaults[k, 1]
+    _producer_layout(ncf, j, si[k, S_IN_POS], defaults, defaults[k, 1], tmp)
     in_default = _effective(ncf, j, k, 6, tmp, ei)
     in_copy = not _same(ei, tmp)
     ker_default, ker_copy = True, False
     if si[k, S_HAS_KER] == 1:
-        pk = si[k, S_KER_POS]
-        if pk >= 0:
-            _effective(ncf, j, pk, 0, defaults[pk, 0], tmp)
-        else:
-            tmp[:] = defaults[k, 2]
+        _producer_layout(ncf, j, si[k, S_KER_POS], defaults, defaults[k, 2], tmp)
         ker_default = _effective(ncf, j, k, 12, tmp, ek)
         ker_copy = not _same(ek, tmp)
     r_out, r_in, r_ker = si[k, S_RANK_OUT], si[k, S_RANK_IN], si[k, S_RANK_KER]

@@ -6,6 +6,8 @@ producer's, and whether dot/conv put their feature dimensions minor-most (soluti
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from . import kernels as K
@@ -119,21 +121,43 @@ def _roles(si_row: np.ndarray, feat: np.ndarray, opcode: int, in_rank: int) -> N
         si_row[K.S_IN_FEATURE] = in_rank - 1
 
 
-def value_frequencies(ncf: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per (config, node): log share of configs giving the node this same 18-slot value, and
-    whether it differs from the node's most common value. (c, nc) float32 each.
+class ValueCounts(NamedTuple):
+    """Per configurable node: its distinct 18-slot values (sorted codes) and how often each
+    occurs among all of the file's configs, plus the most common one."""
+    values: list[np.ndarray]
+    counts: list[np.ndarray]
+    modal: np.ndarray
+    n_configs: int
+
+
+def value_counts(ncf: np.ndarray, chunk: int, node_block: int = 32) -> ValueCounts:
+    """Count every node's values over all configs, a block of nodes at a time, so memory stays
+    at (configs x node_block) codes however many configurable nodes a graph has."""
+    c, nc = ncf.shape[:2]
+    values, counts = [], []
+    for k0 in range(0, nc, node_block):
+        block = np.concatenate([K.config_codes(ncf[s:s + chunk, k0:k0 + node_block])
+                                for s in range(0, c, chunk)]) if c else \
+            np.zeros((0, min(node_block, nc - k0)), np.int64)
+        for k in range(block.shape[1]):
+            v, n = np.unique(block[:, k], return_counts=True)
+            values.append(v)
+            counts.append(n)
+    modal = np.array([v[np.argmax(n)] if v.size else -1 for v, n in zip(values, counts)],
+                     np.int64)
+    return ValueCounts(values, counts, modal, c)
+
+
+def value_frequencies(ncf: np.ndarray, rows: np.ndarray, table: ValueCounts):
+    """For the configs `rows`: (r, nc) float32 log share of configs giving each node the same
+    value, and whether it differs from the node's most common value.
 
     A genetic search (the 'default' collections) revisits good choices, so frequent is fast."""
-    c, nc = ncf.shape[:2]
-    logfreq = np.empty((c, nc), np.float32)
-    modal_diff = np.empty((c, nc), np.float32)
-    codes = np.concatenate([K.config_codes(ncf[s:s + chunk]) for s in range(0, c, chunk)]) \
-        if c else np.zeros((0, nc), np.int64)
-    for k in range(nc):
-        values, inverse, count = np.unique(codes[:, k], return_inverse=True, return_counts=True)
-        logfreq[:, k] = np.log(count[inverse] / c)
-        modal_diff[:, k] = inverse != np.argmax(count)
-    return logfreq, modal_diff
+    codes = K.config_codes(ncf[rows]) if rows.size else np.zeros((0, len(table.values)), np.int64)
+    logfreq = np.empty(codes.shape, np.float32)
+    for k, (v, n) in enumerate(zip(table.values, table.counts)):
+        logfreq[:, k] = np.log(n[np.searchsorted(v, codes[:, k])] / table.n_configs)
+    return logfreq, (codes != table.modal).astype(np.float32)
 
 
 def layout_full(g: Graph, rows: np.ndarray, *, chunk: int) -> tuple[np.ndarray, list[str]]:
@@ -144,12 +168,13 @@ def layout_full(g: Graph, rows: np.ndarray, *, chunk: int) -> tuple[np.ndarray, 
     if nc == 0:
         return within_graph_z(np.zeros((rows.size, len(names)), np.float32), names)
     si, sf, shapes, defaults = layout_static(g)
-    logfreq, modal_diff = value_frequencies(g.node_config_feat, chunk)
+    table = value_counts(g.node_config_feat, chunk)
     parts = []
     for s in range(0, rows.size, chunk):
         r = rows[s:s + chunk]
+        logfreq, modal_diff = value_frequencies(g.node_config_feat, r, table)
         sums = K.layout_config_features(g.node_config_feat, r, si, sf, shapes, defaults,
-                                        logfreq[r], modal_diff[r])
+                                        logfreq, modal_diff)
         means = sums[:, :K.N_QUANT] / nc
         traffic = signed_log(sums[:, list(TRAFFIC_QUANTITIES)].sum(axis=1, keepdims=True))
         for grp in range(K.N_GROUPS):

@@ -12,8 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from . import synth_graph as sg
+from .cache import atomic_dir
 from .io import SPLITS, collection_dir
 
 BYTES_PER_NS = 100.0
@@ -312,20 +311,12 @@ def ensure_sample(root: Path, spec: SampleSpec = SampleSpec()) -> Path:
     marker = root / SAMPLE_MARKER
     if marker.exists() and json.loads(marker.read_text()) == _spec_json(spec):
         return root / "npz_all" / "npz"
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=root.name + ".", dir=root.parent))
-    try:
+    with atomic_dir(root) as tmp:
         npz_root = tmp / "npz_all" / "npz"
         _write_tile(npz_root, spec)
         for source in ("xla", "nlp"):
             _write_layout(npz_root, spec, source)
         (tmp / SAMPLE_MARKER).write_text(json.dumps(_spec_json(spec), indent=1))
-        if root.exists():
-            shutil.rmtree(root)
-        os.replace(tmp, root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return root / "npz_all" / "npz"
 
 

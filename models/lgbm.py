@@ -18,12 +18,15 @@ import numpy as np
 from features import FeatureSet
 
 from . import metrics
+from .progress import lightgbm_callback, rounds_bar
 from .base import (MAX_LGBM_GROUP, read_params, runtime_to_grade, split_groups,
                    standardized_log_runtime, write_params)
 
 
 @dataclass(frozen=True)
-class LambdaRankParams:
+class TreeParams:
+    """Settings every LightGBM objective here shares."""
+
     n_estimators: int = 600
     learning_rate: float = 0.05
     num_leaves: int = 31
@@ -32,15 +35,19 @@ class LambdaRankParams:
     bagging_fraction: float = 0.8
     bagging_freq: int = 1
     lambda_l2: float = 1.0
+    early_stopping: int = 50
+    num_threads: int = 2
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class LambdaRankParams(TreeParams):
     n_grades: int = 31
     gain: str = "linear"            # "linear": every level counts alike; "exponential": 2^l - 1
     truncation_level: int = 10_000  # pairs considered per query; >= group size = whole list
     max_group_size: int = 500       # larger graphs are split into random sub-groups ...
     oversize: str = "split"         # ... all used every round ("split"), or a bagging_fraction
                                     # of sub-groups drawn per boosting bag ("bag")
-    early_stopping: int = 50
-    num_threads: int = 2
-    seed: int = 0
 
     def __post_init__(self):
         if not 0 < self.max_group_size <= MAX_LGBM_GROUP:
@@ -53,18 +60,8 @@ class LambdaRankParams:
 
 
 @dataclass(frozen=True)
-class RegressionParams:
-    n_estimators: int = 600
-    learning_rate: float = 0.05
-    num_leaves: int = 31
-    min_data_in_leaf: int = 20
-    feature_fraction: float = 0.7
-    bagging_fraction: float = 0.8
-    bagging_freq: int = 1
-    lambda_l2: float = 1.0
-    early_stopping: int = 50
-    num_threads: int = 2
-    seed: int = 0
+class RegressionParams(TreeParams):
+    """Pointwise L2 on within-graph standardised log runtime: no extra settings."""
 
 
 # Settings per collection kind: layout is scored on the whole order, tile on its top 5.
@@ -118,9 +115,11 @@ class _LightGBMRanker:
             valid_sets = [lgb.Dataset(valid.X, reference=train_set)]
             feval = metric_feval(valid)
             callbacks.append(lgb.early_stopping(self.params.early_stopping, verbose=False))
-        self.booster_ = lgb.train(self._lgb_params(), train_set,
-                                  num_boost_round=self.params.n_estimators,
-                                  valid_sets=valid_sets, feval=feval, callbacks=callbacks)
+        with rounds_bar(self.params.n_estimators, train.collection) as bar:
+            self.booster_ = lgb.train(self._lgb_params(), train_set,
+                                      num_boost_round=self.params.n_estimators,
+                                      valid_sets=valid_sets, feval=feval,
+                                      callbacks=callbacks + [lightgbm_callback(bar)])
         self.best_iteration_ = self.booster_.best_iteration or self.booster_.current_iteration()
         return self
 

@@ -7,11 +7,8 @@ every validation score. `submit` reads it back and refuses models built on other
 from __future__ import annotations
 
 import json
-import os
 import platform
-import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -21,7 +18,7 @@ import numpy as np
 import xgboost
 
 from features import FeatureSet
-from features.cache import fingerprint, source_digest
+from features.cache import atomic_dir, fingerprint, source_digest
 
 from . import RANKERS, collection_kind, metrics
 from .base import apply_overrides, normalize_per_graph
@@ -146,9 +143,7 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[FeatureSet, FeatureSet]],
     keys = {c: {"train": t.meta.get("key"), "valid": v.meta.get("key")}
             for c, (t, v) in data.items()}
     run_dir = Path(runs_root) / f"{cfg.ranker}-{run_key(cfg, keys)}"
-    runs_root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=run_dir.name + ".", dir=runs_root))
-    try:
+    with atomic_dir(run_dir) as tmp:
         results = {}
         for collection, (train, valid) in data.items():
             log(f"training {cfg.ranker} on {collection}: {train.n_graphs} graphs, "
@@ -157,12 +152,6 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[FeatureSet, FeatureSet]],
                                                    tmp / collection.replace(":", "-"))
         record = _run_record(cfg, results, keys, feature_info)
         (tmp / "run.json").write_text(json.dumps(record, indent=1))
-        if run_dir.exists():
-            shutil.rmtree(run_dir)
-        os.replace(tmp, run_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return run_dir, record
 
 

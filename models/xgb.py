@@ -16,6 +16,7 @@ import xgboost as xgb
 from features import FeatureSet
 
 from . import metrics
+from .progress import XGBoostProgress, rounds_bar
 from .base import qid_from_ptr, read_params, within_graph_rank, write_params
 
 
@@ -67,9 +68,11 @@ class XGBoostRank:
             evals = [(self._matrix(valid, with_label=False), "valid")]
             kwargs = {"custom_metric": self._metric(valid), "maximize": True,
                       "early_stopping_rounds": self.params.early_stopping}
-        self.booster_ = xgb.train(self._xgb_params(), self._matrix(train, with_label=True),
-                                  num_boost_round=self.params.n_estimators, evals=evals,
-                                  verbose_eval=False, **kwargs)
+        with rounds_bar(self.params.n_estimators, train.collection) as bar:
+            self.booster_ = xgb.train(self._xgb_params(), self._matrix(train, with_label=True),
+                                      num_boost_round=self.params.n_estimators, evals=evals,
+                                      verbose_eval=False, callbacks=[XGBoostProgress(bar)],
+                                      **kwargs)
         best = getattr(self.booster_, "best_iteration", None)
         self.best_iteration_ = (best if best is not None
                                 else self.booster_.num_boosted_rounds() - 1) + 1

@@ -9,7 +9,7 @@ import pytest
 from features import kernels as K
 from features.io import Graph
 from features.per_config import (NODE_QUANTITIES, default_layouts, layout_full, layout_static,
-                                 padded_shapes, value_frequencies)
+                                 padded_shapes, value_counts, value_frequencies)
 
 
 def test_row_hash_is_fnv1a_and_separates_rows(rng):
@@ -168,7 +168,8 @@ def reference_features(g, rows, logfreq, modal):
 def test_layout_kernel_matches_reference(rng, n, ids, c):
     g = random_layout_graph(rng, n, ids, c)
     rows = np.arange(c)
-    logfreq, modal = value_frequencies(g.node_config_feat, chunk=4)
+    logfreq, modal = value_frequencies(g.node_config_feat, rows,
+                                       value_counts(g.node_config_feat, chunk=4, node_block=3))
     si, sf, shapes, defaults = layout_static(g)
     got = K.layout_config_features(g.node_config_feat, rows, si, sf, shapes, defaults,
                                    logfreq, modal)
@@ -178,15 +179,22 @@ def test_layout_kernel_matches_reference(rng, n, ids, c):
     assert len(set(names)) == len(names)
 
 
-def test_value_frequencies_reference(rng):
+@pytest.mark.parametrize("node_block", [1, 2, 32])
+def test_value_frequencies_reference(rng, node_block):
     ncf = rng.integers(-1, 1, (40, 3, 18)).astype(np.int8)
+    ncf[:, :, 3:] = -1                               # few distinct values, so repeats occur
     ncf[:, 1] = -1                                   # node 1 never changes
-    logfreq, modal = value_frequencies(ncf, chunk=7)
+    rows = np.array([5, 0, 39, 5])
+    logfreq, modal = value_frequencies(ncf, rows, value_counts(ncf, chunk=7,
+                                                                node_block=node_block))
     assert np.allclose(logfreq[:, 1], 0.0) and not modal[:, 1].any()
     for k in (0, 2):
         keys = [ncf[j, k].tobytes() for j in range(40)]
-        share = np.array([keys.count(x) / 40 for x in keys])
+        share = np.array([keys.count(keys[j]) / 40 for j in rows])
         np.testing.assert_allclose(logfreq[:, k], np.log(share), rtol=1e-6)
+        most = max(set(keys), key=keys.count)
+        if keys.count(most) > max(keys.count(x) for x in set(keys) - {most}):
+            np.testing.assert_array_equal(modal[:, k], [keys[j] != most for j in rows])
 
 
 def test_static_tables_on_a_hand_built_graph():

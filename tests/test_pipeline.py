@@ -62,31 +62,29 @@ def test_second_build_is_served_from_cache(trained, capsys):
     assert out.count("cached") == 3 and "built" not in out
 
 
-def test_submit_refuses_a_run_from_other_features(trained, tmp_path, capsys):
-    cache, common = trained
+def _doctored_run(trained, tmp_path, edit) -> Path:
+    """A copy of the trained run whose run.json was changed by `edit`."""
+    cache, _ = trained
     run = next((cache / "runs").glob("*/run.json"))
-    stale = tmp_path / "stale"
-    shutil.copytree(run.parent, stale)
+    copy = tmp_path / "doctored"
+    shutil.copytree(run.parent, copy)
     record = json.loads(run.read_text())
-    record["features"]["signature"] = "0" * 12
-    (stale / "run.json").write_text(json.dumps(record))
-    assert pipeline.main(["submit", *common, "--run", str(stale),
-                          "--out", str(tmp_path / "s.csv")]) == 2
-    assert "rerun `pipeline.py train`" in capsys.readouterr().err
-    assert not (tmp_path / "s.csv").exists()
+    edit(record)
+    (copy / "run.json").write_text(json.dumps(record))
+    return copy
 
 
-def test_submit_refuses_a_run_missing_a_collection(trained, tmp_path, capsys):
-    cache, common = trained
-    run = next((cache / "runs").glob("*/run.json"))
-    partial = tmp_path / "partial"
-    shutil.copytree(run.parent, partial)
-    record = json.loads(run.read_text())
-    del record["metrics"]["tile:xla"]
-    (partial / "run.json").write_text(json.dumps(record))
-    assert pipeline.main(["submit", *common, "--run", str(partial),
-                          "--out", str(tmp_path / "s.csv")]) == 2
-    assert "no models for ['tile:xla']" in capsys.readouterr().err
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: r["features"].update(signature="0" * 12), "rerun `pipeline.py train`"),
+    (lambda r: r["metrics"].pop("tile:xla"), "no models for ['tile:xla']"),
+])
+def test_submit_refuses_a_stale_or_incomplete_run(trained, tmp_path, capsys, edit, message):
+    _, common = trained
+    run = _doctored_run(trained, tmp_path, edit)
+    out = tmp_path / "s.csv"
+    assert pipeline.main(["submit", *common, "--run", str(run), "--out", str(out)]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_named_data_dir_must_exist(tmp_path, capsys):
