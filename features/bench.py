@@ -162,10 +162,13 @@ def per_config_stage(path: Path, packed_dir: Path, n_configs: int, chunk: int) -
     return time.perf_counter() - start
 
 
-def build_stage(npz_root: Path, collection: str, cache_root: Path, workers: int) -> int:
+ALL_CONFIGS = FeatureConfig(max_train_configs_layout=0, max_train_configs_tile=0)
+
+
+def build_stage(npz_root: Path, collection: str, cache_root: Path, workers: int,
+                cfg: FeatureConfig = ALL_CONFIGS) -> int:
     from . import build_entry, read_meta  # the package imports this module
 
-    entry, _ = build_entry(npz_root, collection, "train",
-                           FeatureConfig(max_train_configs_layout=0, max_train_configs_tile=0),
-                           cache_root, force=True, workers=workers)
+    entry, _ = build_entry(npz_root, collection, "train", cfg, cache_root, force=True,
+                           workers=workers)
     return int(read_meta(entry)["n_rows"])

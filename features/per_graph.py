@@ -44,12 +44,13 @@ def element_bytes(node_feat: np.ndarray) -> np.ndarray:
 
 
 def counts(g: Graph) -> tuple[np.ndarray, list[str]]:
+    """Sizes of the graph. Not the config count: it reflects how the file was sampled (test
+    layout files hold 1,000 configs, train files up to 100,040), not the program."""
     n, m = g.node_feat.shape[0], g.edge_index.shape[0]
     nc = 0 if g.node_config_ids is None else g.node_config_ids.size
     n_comp = 1 if g.node_splits is None else max(1, g.node_splits.size - 1)
-    vals = np.log1p([n, m, nc, n_comp, g.n_configs])
-    return vals, ["log_nodes", "log_edges", "log_config_nodes", "log_computations",
-                  "log_configs"]
+    vals = np.log1p([n, m, nc, n_comp])
+    return vals, ["log_nodes", "log_edges", "log_config_nodes", "log_computations"]
 
 
 def opcode_histogram(g: Graph, *, fractions: bool = True) -> tuple[np.ndarray, list[str]]:
