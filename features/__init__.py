@@ -12,6 +12,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 from pathlib import Path
 
+import numba
 import polars as pl
 from tqdm import tqdm
 
@@ -27,6 +28,9 @@ __all__ = ["COLLECTIONS", "SPLITS", "DataFormatError", "DataSource", "FeatureCon
 
 # Tile graphs are tiny, so many share a part; layout files are big, so each is its own part.
 FILES_PER_PART = {"tile": 256, "layout": 1}
+# A spawned worker costs seconds (imports, loading Numba's cache); below this much compressed
+# input the pool would cost more than it saves.
+PARALLEL_MIN_BYTES = 64 * 2**20
 
 
 def _parts(files: list[Path], collection: str) -> list[list[Path]]:
@@ -69,16 +73,23 @@ def _run_parts(todo, collection: str, split: str, cfg: FeatureConfig, packed: Pa
     bar = tqdm(total=sum(len(g) for _, g in todo), desc=f"{collection} {split}", unit="file",
                disable=None, leave=False)
     with bar:
-        if workers <= 1 or len(todo) <= 1:
+        in_bytes = sum(f.stat().st_size for _, group in todo for f in group)
+        if workers <= 1 or len(todo) <= 1 or in_bytes < PARALLEL_MIN_BYTES:
             for path, group in todo:
                 bar.update(_build_part(path, group, collection, split, cfg, packed))
             return
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(workers, len(todo)), mp_context=ctx) as pool:
+        with ProcessPoolExecutor(min(workers, len(todo)), mp_context=ctx,
+                                 initializer=_one_numba_thread) as pool:
             jobs = [pool.submit(_build_part, path, group, collection, split, cfg, packed)
                     for path, group in todo]
             for job in as_completed(jobs):
                 bar.update(job.result())
+
+
+def _one_numba_thread() -> None:
+    """Worker processes already use the cores; parallel kernels inside them would oversubscribe."""
+    numba.set_num_threads(1)
 
 
 def _build_part(path: Path, files: list[Path], collection: str, split: str,

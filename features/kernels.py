@@ -6,7 +6,7 @@ other files; module-level integers below are compile-time constants of this same
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 # Columns of the per-configurable-node static tables built by per_config.layout_static().
 S_RANK_OUT, S_RANK_IN, S_RANK_KER, S_IN_POS, S_KER_POS, S_GROUP, S_PLAIN_USERS, S_SIB_FIRST = range(8)
@@ -101,16 +101,13 @@ def _effective(ncf, j, k, base, fallback, out):
 
 
 @njit(cache=True)
-def _pad_factor(shape, layout, rank):
-    """Size after padding the minor dim to 128 and the 2nd-minor to 8, over the true size."""
+def _pad_factor(pad, k, t, layout, rank):
+    """Padded over true size of tensor t of node k under `layout`, from the (7, 7) table of
+    (minor dim, 2nd-minor dim or 6 for none) built by per_config.pad_tables."""
     if rank == 0 or layout[0] < 0:
         return 1.0
-    m = shape[layout[0]]
-    f = np.ceil(m / 128.0) * 128.0 / m
-    if rank > 1 and layout[1] >= 0:
-        s = shape[layout[1]]
-        f *= np.ceil(s / 8.0) * 8.0 / s
-    return f
+    second = layout[1] if rank > 1 and layout[1] >= 0 else 6
+    return pad[k, t, layout[0], second]
 
 
 @njit(cache=True)
@@ -132,7 +129,8 @@ def _producer_layout(ncf, j, pos, defaults, own_default, out):
 
 
 @njit(cache=True)
-def _node_quantities(ncf, j, k, si, sf, shapes, defaults, logfreq, modal, q, eo, ei, ek, tmp):
+def _node_quantities(ncf, j, k, si, sf, shapes, pad, defaults, logfreq, modal, q, eo, ei, ek,
+                     tmp):
     """Fill q (N_QUANT,) for node k in config j; eo/ei/ek receive its effective layouts."""
     out_default = _effective(ncf, j, k, 0, defaults[k, 0], eo)
     _producer_layout(ncf, j, si[k, S_IN_POS], defaults, defaults[k, 1], tmp)
@@ -145,9 +143,9 @@ def _node_quantities(ncf, j, k, si, sf, shapes, defaults, logfreq, modal, q, eo,
         ker_copy = not _same(ek, tmp)
     r_out, r_in, r_ker = si[k, S_RANK_OUT], si[k, S_RANK_IN], si[k, S_RANK_KER]
     eb = sf[k, F_BYTES]
-    pf_out = _pad_factor(shapes[k, 0], eo, r_out)
-    pf_in = _pad_factor(shapes[k, 1], ei, r_in)
-    pf_ker = _pad_factor(shapes[k, 2], ek, r_ker) if si[k, S_HAS_KER] == 1 else 1.0
+    pf_out = _pad_factor(pad, k, 0, eo, r_out)
+    pf_in = _pad_factor(pad, k, 1, ei, r_in)
+    pf_ker = _pad_factor(pad, k, 2, ek, r_ker) if si[k, S_HAS_KER] == 1 else 1.0
     changed = not _same(eo, defaults[k, 0])
     q[0], q[1], q[2] = out_default, in_default, ker_default and si[k, S_HAS_KER] == 1
     row_major = r_out > 0
@@ -163,10 +161,10 @@ def _node_quantities(ncf, j, k, si, sf, shapes, defaults, logfreq, modal, q, eo,
     users = si[k, S_PLAIN_USERS] if changed else 0
     q[15], q[16] = users, users * sf[k, F_VOL_OUT] * eb
     q[17], q[18] = 0.0, 0.0  # sibling terms need other nodes; the caller fills them
-    q[19] = np.log2(shapes[k, 0][eo[0]]) if r_out > 0 and eo[0] >= 0 else 0.0
-    q[20] = np.log2(shapes[k, 0][eo[1]]) if r_out > 1 and eo[1] >= 0 else 0.0
-    q[21] = np.log2(shapes[k, 1][ei[0]]) if r_in > 0 and ei[0] >= 0 else 0.0
-    q[22] = r_out > 0 and eo[0] >= 0 and shapes[k, 0][eo[0]] % 128 == 0
+    q[19] = shapes[k, 0, eo[0], 1] if r_out > 0 and eo[0] >= 0 else 0.0
+    q[20] = shapes[k, 0, eo[1], 1] if r_out > 1 and eo[1] >= 0 else 0.0
+    q[21] = shapes[k, 1, ei[0], 1] if r_in > 0 and ei[0] >= 0 else 0.0
+    q[22] = r_out > 0 and eo[0] >= 0 and shapes[k, 0, eo[0], 0] % 128 == 0
     q[23] = ei[0] == si[k, S_IN_FEATURE]
     q[24] = eo[0] == si[k, S_OUT_FEATURE]
     q[25] = si[k, S_HAS_KER] == 1 and ek[0] == si[k, S_KER_OUT_FEATURE]
@@ -176,27 +174,28 @@ def _node_quantities(ncf, j, k, si, sf, shapes, defaults, logfreq, modal, q, eo,
     q[29] = modal[k]
 
 
-@njit(cache=True)
-def layout_config_features(ncf, rows, si, sf, shapes, defaults, logfreq, modal_diff):
+@njit(cache=True, parallel=True)
+def layout_config_features(ncf, rows, si, sf, shapes, pad, defaults, logfreq, modal_diff):
     """Per-config sums of node quantities, overall and per conv/dot/reshape group.
 
     ncf (c, nc, 18) int8 (the whole file or a chunk); rows (r,) int64 configs to featurize;
-    si (nc, N_STATIC_INT) int64; sf (nc, N_STATIC_F) float64; shapes (nc, 3, 7) float64 output/
-    input/kernel dims padded with 1; defaults (nc, 3, 6) int64 default layouts (-1 padded);
-    logfreq, modal_diff (r, nc) float32 -> (r, N_GROUPS * N_QUANT) float64.
+    si (nc, N_STATIC_INT) int64; sf (nc, N_STATIC_F) float64; shapes (nc, 3, 7, 2) float64
+    output/input/kernel dims (padded with 1) and their log2; pad (nc, 3, 7, 7) padding factors;
+    defaults (nc, 3, 6) int64 default layouts (-1 padded); logfreq, modal_diff (r, nc) float32
+    -> (r, N_GROUPS * N_QUANT) float64. Rows run in parallel, each writing only its own row.
     """
     nc = ncf.shape[1]
     out = np.zeros((rows.size, N_GROUPS * N_QUANT))
-    q = np.zeros(N_QUANT)
-    eo = np.empty(6, np.int64)
-    ek = np.empty(6, np.int64)
-    tmp = np.empty(6, np.int64)
-    eff_in = np.empty((nc, 6), np.int64)
-    for r in range(rows.size):
+    for r in prange(rows.size):
         j = rows[r]
+        q = np.zeros(N_QUANT)
+        eo = np.empty(6, np.int64)
+        ek = np.empty(6, np.int64)
+        tmp = np.empty(6, np.int64)
+        eff_in = np.empty((nc, 6), np.int64)
         for k in range(nc):
-            _node_quantities(ncf, j, k, si, sf, shapes, defaults, logfreq[r], modal_diff[r],
-                             q, eo, eff_in[k], ek, tmp)
+            _node_quantities(ncf, j, k, si, sf, shapes, pad, defaults, logfreq[r],
+                             modal_diff[r], q, eo, eff_in[k], ek, tmp)
             first = si[k, S_SIB_FIRST]  # an earlier node reading the same producer, or -1
             if first >= 0 and not _same(eff_in[k], eff_in[first]):
                 q[17], q[18] = 1.0, sf[k, F_VOL_IN] * sf[k, F_BYTES]

@@ -72,7 +72,7 @@ def section_ranks_used(ncf: np.ndarray, chunk: int = 4096) -> np.ndarray:
 
 
 def layout_static(g: Graph):
-    """Per-configurable-node tables the kernel reads: (si, sf, shapes, defaults), see kernels."""
+    """Per-configurable-node tables the kernel reads: (si, sf, shapes, pad, defaults)."""
     ids, nf = g.node_config_ids, g.node_feat
     nc, rank = ids.size, ranks(nf)
     used = section_ranks_used(g.node_config_feat)
@@ -106,9 +106,19 @@ def layout_static(g: Graph):
     for t, col in enumerate((K.F_VOL_OUT, K.F_VOL_IN, K.F_VOL_KER)):
         sf[:, col] = np.where(nodes[:, t] >= 0, vol[nodes[:, t]], 0.0)
     sf[:, K.F_BYTES] = eb[ids]
-    shapes = np.where((nodes >= 0)[:, :, None], padded_shapes(nf)[nodes], 1.0)
+    dims = np.where((nodes >= 0)[:, :, None], padded_shapes(nf)[nodes], 1.0)
+    shapes = np.ascontiguousarray(np.stack([dims, np.log2(dims)], axis=-1))
     defaults = np.where((nodes >= 0)[:, :, None], default_layouts(nf)[nodes], -1)
-    return si, sf, np.ascontiguousarray(shapes), np.ascontiguousarray(defaults)
+    return si, sf, shapes, pad_tables(dims), np.ascontiguousarray(defaults)
+
+
+def pad_tables(dims: np.ndarray) -> np.ndarray:
+    """(nc, 3, 7, 7) padded / true size for every (minor dim, 2nd-minor dim) choice: the minor
+    dim rounded up to 128, the 2nd-minor to 8; 2nd-minor index 6 means none (rank 1)."""
+    minor = np.ceil(dims / 128) * 128 / dims               # (nc, 3, 7)
+    second = np.ceil(dims / 8) * 8 / dims
+    second[..., 6] = 1.0
+    return np.ascontiguousarray(minor[..., :, None] * second[..., None, :])
 
 
 def _roles(si_row: np.ndarray, feat: np.ndarray, opcode: int, in_rank: int) -> None:
@@ -167,13 +177,13 @@ def layout_full(g: Graph, rows: np.ndarray, *, chunk: int) -> tuple[np.ndarray, 
     names += [f"cfg.mean.{q}" for q in NODE_QUANTITIES] + ["cfg.all.est_traffic_bytes"]
     if nc == 0:
         return within_graph_z(np.zeros((rows.size, len(names)), np.float32), names)
-    si, sf, shapes, defaults = layout_static(g)
+    si, sf, shapes, pad, defaults = layout_static(g)
     table = value_counts(g.node_config_feat, chunk)
     parts = []
     for s in range(0, rows.size, chunk):
         r = rows[s:s + chunk]
         logfreq, modal_diff = value_frequencies(g.node_config_feat, r, table)
-        sums = K.layout_config_features(g.node_config_feat, r, si, sf, shapes, defaults,
+        sums = K.layout_config_features(g.node_config_feat, r, si, sf, shapes, pad, defaults,
                                         logfreq, modal_diff)
         means = sums[:, :K.N_QUANT] / nc
         traffic = signed_log(sums[:, list(TRAFFIC_QUANTITIES)].sum(axis=1, keepdims=True))

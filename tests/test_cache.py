@@ -85,7 +85,8 @@ def test_meta_records_how_the_entry_was_made(tiny_npz, tmp_path):
     assert meta["n_rows"] == load_entry(entry).X.shape[0]
 
 
-def test_parallel_build_equals_serial_build(tiny_npz, tmp_path):
+def test_parallel_build_equals_serial_build(tiny_npz, tmp_path, monkeypatch):
+    monkeypatch.setattr(features, "PARALLEL_MIN_BYTES", 0)   # the tiny tree is below the bar
     serial = load_entry(build_entry(tiny_npz, "layout:nlp:random", "train", FeatureConfig(),
                                     tmp_path / "serial", workers=1)[0])
     parallel = load_entry(build_entry(tiny_npz, "layout:nlp:random", "train", FeatureConfig(),

@@ -142,7 +142,8 @@ def reference_quantities(ncf, j, k, si, sf, shapes, defaults, eff_in):
 
 
 def reference_features(g, rows, logfreq, modal):
-    si, sf, shapes, defaults = layout_static(g)
+    si, sf, shapes, _, defaults = layout_static(g)
+    shapes = shapes[..., 0]  # the dims; the reference takes its own log2 and padding
     nc = g.node_config_ids.size
     out = np.zeros((rows.size, K.N_GROUPS * K.N_QUANT))
     for r, j in enumerate(rows):
@@ -170,8 +171,8 @@ def test_layout_kernel_matches_reference(rng, n, ids, c):
     rows = np.arange(c)
     logfreq, modal = value_frequencies(g.node_config_feat, rows,
                                        value_counts(g.node_config_feat, chunk=4, node_block=3))
-    si, sf, shapes, defaults = layout_static(g)
-    got = K.layout_config_features(g.node_config_feat, rows, si, sf, shapes, defaults,
+    si, sf, shapes, pad, defaults = layout_static(g)
+    got = K.layout_config_features(g.node_config_feat, rows, si, sf, shapes, pad, defaults,
                                    logfreq, modal)
     np.testing.assert_allclose(got, reference_features(g, rows, logfreq, modal), rtol=1e-9)
     values, names = layout_full(g, rows[::-1].copy(), chunk=2)
@@ -215,7 +216,7 @@ def test_static_tables_on_a_hand_built_graph():
               np.array([63, 75, 63, 34, 2]), edges, np.ones(2, np.int64),
               node_config_ids=np.array([1, 3]), node_config_feat=ncf,
               node_splits=np.array([0, 5]))
-    si, sf, shp, defaults = layout_static(g)
+    si, sf, shp, pad, defaults = layout_static(g)
     assert si[:, K.S_IN_POS].tolist() == [-1, -1]
     assert si[1, K.S_HAS_KER] == 1 and si[0, K.S_HAS_KER] == 0
     assert si[:, K.S_SIB_FIRST].tolist() == [-1, 0]       # both read p0
@@ -223,6 +224,10 @@ def test_static_tables_on_a_hand_built_graph():
     assert si[1, K.S_IN_FEATURE] == 1                      # dot: last input dim
     assert sf[1, K.F_VOL_KER] == 256 * 64 and sf[1, K.F_BYTES] == 4
     np.testing.assert_array_equal(defaults[0, 0], [0, -1, -1, -1, -1, -1])
-    np.testing.assert_array_equal(shp[1, 2, :3], [256, 64, 1])
+    np.testing.assert_array_equal(shp[1, 2, :3, 0], [256, 64, 1])
+    assert pad[1, 1, 1, 0] == 1.0     # dot input (8, 256): minor 256 and 2nd-minor 8 fit tiles
+    assert pad[1, 0, 0, 1] == 16.0    # dot output (8, 64) with dim 0 minor: 8 -> 128, 64 fits
+    assert pad[1, 0, 0, 6] == 16.0    # same minor, no 2nd-minor
+    assert pad[1, 0, 1, 0] == 2.0     # dim 1 minor: 64 -> 128, 8 fits
     assert (default_layouts(nf)[1] == [0, -1, -1, -1, -1, -1]).all()
     assert padded_shapes(nf)[1, :2].tolist() == [2048, 1]
