@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from tqdm import tqdm
 
 from . import kernels as K
 from .io import Graph
@@ -180,7 +181,10 @@ def layout_full(g: Graph, rows: np.ndarray, *, chunk: int) -> tuple[np.ndarray, 
     si, sf, shapes, pad, defaults = layout_static(g)
     table = value_counts(g.node_config_feat, chunk)
     parts = []
-    for s in range(0, rows.size, chunk):
+    starts = range(0, rows.size, chunk)
+    # Only big files get a bar (4+ chunks); tqdm itself stays quiet off a terminal.
+    for s in tqdm(starts, desc=f"{g.graph_id} configs", unit="chunk", disable=None
+                  if len(starts) >= 4 else True, leave=False):
         r = rows[s:s + chunk]
         logfreq, modal_diff = value_frequencies(g.node_config_feat, r, table)
         sums = K.layout_config_features(g.node_config_feat, r, si, sf, shapes, pad, defaults,
