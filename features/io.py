@@ -14,6 +14,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import kernels
+
 COLLECTIONS = (
     "tile:xla",
     "layout:xla:default",
@@ -209,12 +211,13 @@ def _read_exact(fp, n_bytes: int, path: Path) -> bytes:
 
 
 def _to_int8(chunk: np.ndarray, path: Path, start: int) -> np.ndarray:
-    as_int = chunk.astype(np.int8)
-    if not np.array_equal(as_int, chunk) or as_int.min(initial=0) < -1 or as_int.max(initial=0) > 5:
-        bad = np.argwhere((as_int != chunk) | (as_int < -1) | (as_int > 5))[0]
-        bad_pos = (int(bad[0]) + start,) + tuple(int(b) for b in bad[1:])
+    as_int = np.empty(chunk.shape, np.int8)
+    bad = kernels.to_int8_checked(np.ascontiguousarray(chunk), as_int)
+    if bad >= 0:
+        where = np.unravel_index(bad, chunk.shape)
+        bad_pos = (int(where[0]) + start,) + tuple(int(b) for b in where[1:])
         raise DataFormatError(f"{path}: key 'node_config_feat': expected integers in -1..5, "
-                              f"found {chunk[tuple(bad)]!r} at index {bad_pos}")
+                              f"found {chunk[where]!r} at index {bad_pos}")
     return as_int
 
 

@@ -33,6 +33,37 @@ def row_hash(rows):
 
 
 @njit(cache=True)
+def to_int8_checked(values, out):
+    """values (r, nc, 18) numeric -> out (r, nc, 18) int8 in one pass; returns the flat index
+    of the first value that is not an integer in -1..5, or -1 if all are."""
+    flat_in, flat_out = values.reshape(-1), out.reshape(-1)
+    for i in range(flat_in.size):
+        v = flat_in[i]
+        if v != np.floor(v) or v < -1 or v > 5:
+            return i
+        flat_out[i] = np.int8(v)
+    return -1
+
+
+@njit(cache=True)
+def slots_used(ncf):
+    """ncf (c, nc, 18) int8 -> (nc, 2) int64: most slots any config sets in each node's input
+    (6..11) and kernel (12..17) sections."""
+    nc = ncf.shape[1]
+    used = np.zeros((nc, 2), np.int64)
+    for j in range(ncf.shape[0]):
+        for k in range(nc):
+            for s in range(2):
+                n = 0
+                for t in range(6):
+                    if ncf[j, k, 6 + 6 * s + t] >= 0:
+                        n += 1
+                if n > used[k, s]:
+                    used[k, s] = n
+    return used
+
+
+@njit(cache=True)
 def config_codes(ncf):
     """ncf (c, nc, 18) int8 -> (c, nc) int64: each node's 18 slots as one base-7 number."""
     c, nc = ncf.shape[0], ncf.shape[1]

@@ -62,21 +62,11 @@ def _pick(operands: list[int], node_rank: np.ndarray, want_rank: int, skip: int)
     return (match or cands or [-1])[0]
 
 
-def section_ranks_used(ncf: np.ndarray, chunk: int = 4096) -> np.ndarray:
-    """(nc, 2) int: most slots any config sets in each node's input and kernel sections."""
-    used = np.zeros((ncf.shape[1], 2), np.int64)
-    for s in range(0, ncf.shape[0], chunk):
-        block = ncf[s:s + chunk, :, 6:18]
-        part = (block >= 0).reshape(block.shape[0], block.shape[1], 2, 6).sum(axis=3)
-        used = np.maximum(used, part.max(axis=0, initial=0))
-    return used
-
-
 def layout_static(g: Graph):
     """Per-configurable-node tables the kernel reads: (si, sf, shapes, pad, defaults)."""
     ids, nf = g.node_config_ids, g.node_feat
     nc, rank = ids.size, ranks(nf)
-    used = section_ranks_used(g.node_config_feat)
+    used = K.slots_used(g.node_config_feat)
     pos = {int(v): k for k, v in enumerate(ids)}
     ops, users = _operands(g), np.bincount(g.edge_index[:, 1], minlength=nf.shape[0])
     cfg_users = np.zeros(nf.shape[0], np.int64)

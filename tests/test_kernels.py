@@ -231,3 +231,25 @@ def test_static_tables_on_a_hand_built_graph():
     assert pad[1, 0, 1, 0] == 2.0     # dim 1 minor: 64 -> 128, 8 fits
     assert (default_layouts(nf)[1] == [0, -1, -1, -1, -1, -1]).all()
     assert padded_shapes(nf)[1, :2].tolist() == [2048, 1]
+
+
+def test_to_int8_checked_converts_and_finds_the_first_bad_value(rng):
+    values = rng.integers(-1, 6, (5, 4, 18)).astype(np.float32)
+    out = np.empty(values.shape, np.int8)
+    assert K.to_int8_checked(values, out) == -1
+    np.testing.assert_array_equal(out, values.astype(np.int8))
+    for bad in (6.0, -2.0, 2.5, np.nan):
+        broken = values.copy()
+        broken[3, 1, 7] = bad
+        broken[4, 0, 0] = 9.0
+        assert K.to_int8_checked(broken, out) == np.ravel_multi_index((3, 1, 7), values.shape)
+
+
+def test_slots_used_matches_numpy(rng):
+    ncf = np.full((30, 5, 18), -1, np.int8)
+    for j, k, s in zip(rng.integers(0, 30, 40), rng.integers(0, 5, 40), rng.integers(0, 3, 40)):
+        r = int(rng.integers(1, 7))
+        ncf[j, k, 6 * s:6 * s + r] = rng.permutation(r)
+    ref = (ncf[:, :, 6:18] >= 0).reshape(30, 5, 2, 6).sum(axis=3).max(axis=0)
+    np.testing.assert_array_equal(K.slots_used(ncf), ref)
+    assert K.slots_used(np.zeros((0, 3, 18), np.int8)).tolist() == [[0, 0]] * 3
