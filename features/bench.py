@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
+import os
 import resource
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -64,7 +65,11 @@ def _timed_call(fn, args):
 
 
 def measure(name: str, fn, *args, items: int = 0, unit: str = "") -> tuple[Stage, object]:
-    """Run fn(*args) in a fresh spawned process; its own wall time and peak RSS."""
+    """Run fn(*args) in a fresh spawned process; its own wall time and peak RSS.
+
+    Pending writes of earlier stages (e.g. a 720 MB int8 copy) are flushed first, so their
+    writeback is not billed to this stage."""
+    os.sync()
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         result, seconds, rss = pool.submit(_timed_call, fn, args).result()
     return Stage(name, seconds, rss, items, unit), result
