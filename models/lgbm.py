@@ -159,6 +159,10 @@ class LambdaRank(_LightGBMRanker):
 
     def _dataset(self, data: FeatureSet) -> lgb.Dataset:
         labels = runtime_to_grade(data.runtime, data.ptr, self.params.n_grades)
+        sizes = data.group_sizes
+        if sizes.size and sizes.max() <= self.params.max_group_size:
+            # No graph needs splitting: hand LightGBM the rows as they are, no copy of X.
+            return lgb.Dataset(data.X, labels, group=sizes, feature_name=_safe_names(data.columns))
         order, sizes = split_groups(data.ptr, self.params.max_group_size,
                                     np.random.default_rng(self.params.seed))
         return lgb.Dataset(data.X[order], labels[order], group=sizes,
