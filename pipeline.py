@@ -19,6 +19,7 @@ from typing import Sequence
 
 import features
 from features import COLLECTIONS, SPLITS, FeatureConfig
+from features.table import FEATURE_FAMILIES
 from features.io import count_configs, list_npz
 from features import bench as fb
 from models import RANKERS
@@ -73,7 +74,7 @@ def cmd_train(args) -> int:
     """Train one ranker per collection and print the validation table."""
     source, fcfg = _source(args), _feature_config(args)
     cfg = TrainConfig(ranker=args.ranker, seeds=args.seeds, seed=args.seed, folds=args.folds,
-                      overrides=parse_settings(args.set))
+                      overrides=parse_settings(args.set), without=tuple(args.without))
     data = {}
     for c in args.collections:
         if not list_npz(source.npz_root, c, "train"):
@@ -144,7 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--ranker", choices=sorted(RANKERS), default="lambdarank")
             p.add_argument("--seeds", type=int, default=1, help="models averaged per collection")
             p.add_argument("--seed", type=int, default=0, help="first seed")
-            p.add_argument("--folds", type=int, default=0, help="k-fold CV over train graphs")
+            p.add_argument("--folds", type=int, default=0,
+                           help="cross-validate over train graphs with whole model families held "
+                                "out per fold; >= the number of families: leave-one-family-out")
+            p.add_argument("--without", action="append", default=[], metavar="FAMILY",
+                           choices=sorted(FEATURE_FAMILIES),
+                           help="leave a feature family out (ablation; repeatable): "
+                                + ", ".join(sorted(FEATURE_FAMILIES)))
             p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                            help="ranker parameter, e.g. num_leaves=63 (repeatable)")
         elif name == "bench":

@@ -9,13 +9,17 @@ import numpy as np
 from numba import njit, prange
 
 # Columns of the per-configurable-node static tables built by per_config.layout_static().
-S_RANK_OUT, S_RANK_IN, S_RANK_KER, S_IN_POS, S_KER_POS, S_GROUP, S_PLAIN_USERS, S_SIB_FIRST = range(8)
-S_IN_FEATURE, S_IN_BATCH, S_OUT_FEATURE, S_KER_OUT_FEATURE, S_HAS_KER = range(8, 13)
-N_STATIC_INT = 13
+(S_RANK_OUT, S_RANK_IN, S_RANK_KER, S_IN_POS, S_KER_POS, S_GROUP, S_PLAIN_USERS, S_SIB_FIRST,
+ S_HAS_KER, S_IS_RESHAPE, S_TO_OUTPUT) = range(11)
+N_STATIC_INT = 11
+ANY_SOURCE = -2  # S_IN_POS / S_KER_POS of a source that takes any layout for free: no copy
 F_VOL_OUT, F_VOL_IN, F_VOL_KER, F_BYTES = range(4)
 N_STATIC_F = 4
 # Per-(config, node) quantities the layout kernel aggregates; names in per_config.NODE_QUANTITIES.
-N_QUANT = 30
+N_BASE_QUANT = 31
+N_ROLES = 4                                  # graph_roles: batch, contracting, free, spatial
+Q_ROLES = N_BASE_QUANT                       # one-hot role of (tensor, minor / 2nd-minor) dim
+N_QUANT = N_BASE_QUANT + 3 * 2 * N_ROLES
 N_GROUPS = 4  # all, conv, dot, reshape
 
 
@@ -119,6 +123,7 @@ def longest_path(n, edge_index):
     return depth
 
 
+
 @njit(cache=True)
 def _effective(ncf, j, k, base, fallback, out):
     """Section `base` of node k in config j, or `fallback` where the section is all -1."""
@@ -132,12 +137,37 @@ def _effective(ncf, j, k, base, fallback, out):
 
 
 @njit(cache=True)
+def _malformed(layout, rank):
+    """Slots that do not name each of the tensor's dims once in its first `rank` slots: a value
+    at or above the rank, a -1 inside it, or a value past it. Such a layout is unknown."""
+    n = 0
+    for s in range(6):
+        if s < rank:
+            if layout[s] < 0 or layout[s] >= rank:
+                n += 1
+        elif layout[s] >= 0:
+            n += 1
+    return n
+
+
+@njit(cache=True)
+def _checked(layout, rank, fallback):
+    """Count malformed slots; a malformed layout is replaced by `fallback`, never read as is."""
+    n = _malformed(layout, rank)
+    if n > 0:
+        layout[:] = fallback
+    return n
+
+
+@njit(cache=True)
 def _pad_factor(pad, k, t, layout, rank):
     """Padded over true size of tensor t of node k under `layout`, from the (7, 7) table of
-    (minor dim, 2nd-minor dim or 6 for none) built by per_config.pad_tables."""
-    if rank == 0 or layout[0] < 0:
+    (minor dim, 2nd-minor dim or 6 for none) built by per_config.pad_tables; 1 when unknown."""
+    if rank == 0 or layout[0] < 0 or layout[0] >= rank:
         return 1.0
-    second = layout[1] if rank > 1 and layout[1] >= 0 else 6
+    if rank > 1 and (layout[1] < 0 or layout[1] >= rank):
+        return 1.0
+    second = layout[1] if rank > 1 else 6
     return pad[k, t, layout[0], second]
 
 
@@ -150,70 +180,140 @@ def _same(a, b):
 
 
 @njit(cache=True)
-def _producer_layout(ncf, j, pos, defaults, own_default, out):
-    """A producer's effective output layout in config j: its config if it is configurable
+def _source_layout(ncf, j, pos, defaults, fixed, out):
+    """The output layout a source carries in config j: its config if it is configurable
     (pos >= 0), else its fixed layout."""
     if pos >= 0:
         _effective(ncf, j, pos, 0, defaults[pos, 0], out)
     else:
-        out[:] = own_default
+        out[:] = fixed
 
 
 @njit(cache=True)
-def _node_quantities(ncf, j, k, si, sf, shapes, pad, defaults, logfreq, modal, q, eo, ei, ek,
-                     tmp):
+def _physical_order(layout, rank, dims, out):
+    """Non-unit dims from major to minor, as ranks among the non-unit dims in logical order;
+    returns how many there are (a unit dim never moves data)."""
+    n = 0
+    for s in range(rank - 1, -1, -1):
+        d = layout[s]
+        if dims[d] > 1:
+            idx = 0
+            for e in range(d):
+                if dims[e] > 1:
+                    idx += 1
+            out[n] = idx
+            n += 1
+    return n
+
+
+@njit(cache=True)
+def _reshape_is_bitcast(shapes, k, ei, r_in, eo, r_out):
+    """Whether a reshape keeps the physical element order (a bitcast) under its input and output
+    layouts: both row-major over their non-unit dims, or the reshape only adds/drops unit dims
+    and both layouts order the remaining dims alike. Otherwise it is a copy."""
+    pi, po = np.empty(6, np.int64), np.empty(6, np.int64)
+    ni = _physical_order(ei, r_in, shapes[k, 1, :, 0], pi)
+    no = _physical_order(eo, r_out, shapes[k, 0, :, 0], po)
+    ordered = True
+    for s in range(ni):
+        ordered = ordered and pi[s] == s
+    for s in range(no):
+        ordered = ordered and po[s] == s
+    if ordered:
+        return True
+    if ni != no:
+        return False
+    a, b = 0, 0  # non-unit sizes in logical order must match one to one
+    for s in range(ni):
+        while shapes[k, 1, a, 0] <= 1:
+            a += 1
+        while shapes[k, 0, b, 0] <= 1:
+            b += 1
+        if shapes[k, 1, a, 0] != shapes[k, 0, b, 0] or pi[s] != po[s]:
+            return False
+        a += 1
+        b += 1
+    return True
+
+
+@njit(cache=True)
+def _roles(q, roles, k, t, layout, rank, slot):
+    """One-hot of the role of the minor (slot 0) / 2nd-minor (slot 1) dim of tensor t."""
+    if rank > slot and 0 <= layout[slot] < rank:
+        r = roles[k, t, layout[slot]]
+        if r >= 0:
+            q[Q_ROLES + (t * 2 + slot) * N_ROLES + r] = 1.0
+
+
+@njit(cache=True)
+def _node_quantities(ncf, j, k, si, sf, shapes, pad, defaults, fixed, roles, freq, modal, q,
+                     eo, ei, ek, tmp):
     """Fill q (N_QUANT,) for node k in config j; eo/ei/ek receive its effective layouts."""
-    out_default = _effective(ncf, j, k, 0, defaults[k, 0], eo)
-    _producer_layout(ncf, j, si[k, S_IN_POS], defaults, defaults[k, 1], tmp)
-    in_default = _effective(ncf, j, k, 6, tmp, ei)
-    in_copy = not _same(ei, tmp)
-    ker_default, ker_copy = True, False
-    if si[k, S_HAS_KER] == 1:
-        _producer_layout(ncf, j, si[k, S_KER_POS], defaults, defaults[k, 2], tmp)
-        ker_default = _effective(ncf, j, k, 12, tmp, ek)
-        ker_copy = not _same(ek, tmp)
+    q[:] = 0.0
     r_out, r_in, r_ker = si[k, S_RANK_OUT], si[k, S_RANK_IN], si[k, S_RANK_KER]
+    out_default = _effective(ncf, j, k, 0, defaults[k, 0], eo)
+    unknown = _checked(eo, r_out, defaults[k, 0])
+    _source_layout(ncf, j, si[k, S_IN_POS], defaults, fixed[k, 0], tmp)
+    in_default = _effective(ncf, j, k, 6, tmp, ei)
+    unknown += _checked(ei, r_in, tmp)
+    in_copy = not _same(ei, tmp) and si[k, S_IN_POS] != ANY_SOURCE
+    has_ker = si[k, S_HAS_KER] == 1
+    ker_default, ker_copy = True, False
+    ek[:] = -1
+    if has_ker:
+        _source_layout(ncf, j, si[k, S_KER_POS], defaults, fixed[k, 1], tmp)
+        ker_default = _effective(ncf, j, k, 12, tmp, ek)
+        unknown += _checked(ek, r_ker, tmp)
+        ker_copy = not _same(ek, tmp) and si[k, S_KER_POS] != ANY_SOURCE
     eb = sf[k, F_BYTES]
+    b_out, b_in, b_ker = sf[k, F_VOL_OUT] * eb, sf[k, F_VOL_IN] * eb, sf[k, F_VOL_KER] * eb
     pf_out = _pad_factor(pad, k, 0, eo, r_out)
     pf_in = _pad_factor(pad, k, 1, ei, r_in)
-    pf_ker = _pad_factor(pad, k, 2, ek, r_ker) if si[k, S_HAS_KER] == 1 else 1.0
+    pf_ker = _pad_factor(pad, k, 2, ek, r_ker) if has_ker else 1.0
     changed = not _same(eo, defaults[k, 0])
-    q[0], q[1], q[2] = out_default, in_default, ker_default and si[k, S_HAS_KER] == 1
+    q[0], q[1], q[2] = out_default, in_default, ker_default and has_ker
     row_major = r_out > 0
     for s in range(r_out):
         if eo[s] != r_out - 1 - s:
             row_major = False
-    q[3], q[4], q[5] = row_major, _same(eo, ei), changed
-    q[6], q[7] = np.log2(pf_out), (pf_out - 1.0) * sf[k, F_VOL_OUT] * eb
-    q[8], q[9] = np.log2(pf_in), (pf_in - 1.0) * sf[k, F_VOL_IN] * eb
-    q[10] = (pf_ker - 1.0) * sf[k, F_VOL_KER] * eb
-    q[11], q[12] = in_copy, in_copy * sf[k, F_VOL_IN] * eb
-    q[13], q[14] = ker_copy, ker_copy * sf[k, F_VOL_KER] * eb
+    q[3], q[4], q[5], q[6] = row_major, _same(eo, ei), changed, changed * b_out
+    q[7], q[8] = np.log2(pf_out), (pf_out - 1.0) * b_out
+    q[9], q[10] = np.log2(pf_in), (pf_in - 1.0) * b_in
+    q[11] = (pf_ker - 1.0) * b_ker
+    q[12], q[13] = in_copy, in_copy * b_in
+    q[14], q[15] = ker_copy, ker_copy * b_ker
     users = si[k, S_PLAIN_USERS] if changed else 0
-    q[15], q[16] = users, users * sf[k, F_VOL_OUT] * eb
-    q[17], q[18] = 0.0, 0.0  # sibling terms need other nodes; the caller fills them
-    q[19] = shapes[k, 0, eo[0], 1] if r_out > 0 and eo[0] >= 0 else 0.0
-    q[20] = shapes[k, 0, eo[1], 1] if r_out > 1 and eo[1] >= 0 else 0.0
-    q[21] = shapes[k, 1, ei[0], 1] if r_in > 0 and ei[0] >= 0 else 0.0
-    q[22] = r_out > 0 and eo[0] >= 0 and shapes[k, 0, eo[0], 0] % 128 == 0
-    q[23] = ei[0] == si[k, S_IN_FEATURE]
-    q[24] = eo[0] == si[k, S_OUT_FEATURE]
-    q[25] = si[k, S_HAS_KER] == 1 and ek[0] == si[k, S_KER_OUT_FEATURE]
-    q[26] = r_in > 1 and ei[1] == si[k, S_IN_BATCH]
-    q[27] = (pf_out * sf[k, F_VOL_OUT] + pf_in * sf[k, F_VOL_IN] + pf_ker * sf[k, F_VOL_KER]) * eb
-    q[28] = logfreq[k]
-    q[29] = modal[k]
+    q[16], q[17] = users, users * b_out
+    q[18] = b_out if changed and si[k, S_TO_OUTPUT] == 1 else 0.0
+    # q[19], q[20]: sibling terms need other nodes; the caller fills them
+    q[21] = shapes[k, 0, eo[0], 1] if r_out > 0 and 0 <= eo[0] < r_out else 0.0
+    q[22] = shapes[k, 0, eo[1], 1] if r_out > 1 and 0 <= eo[1] < r_out else 0.0
+    q[23] = shapes[k, 1, ei[0], 1] if r_in > 0 and 0 <= ei[0] < r_in else 0.0
+    q[24] = r_out > 0 and 0 <= eo[0] < r_out and shapes[k, 0, eo[0], 0] % 128 == 0
+    if si[k, S_IS_RESHAPE] == 1 and not _reshape_is_bitcast(shapes, k, ei, r_in, eo, r_out):
+        q[25], q[26] = 1.0, b_out
+    q[27] = pf_out * b_out + pf_in * b_in + pf_ker * b_ker
+    q[28], q[29] = freq[k], modal[k]
+    q[30] = unknown
+    for slot in range(2):
+        _roles(q, roles, k, 0, eo, r_out, slot)
+        _roles(q, roles, k, 1, ei, r_in, slot)
+        if has_ker:
+            _roles(q, roles, k, 2, ek, r_ker, slot)
 
 
 @njit(cache=True, parallel=True)
-def layout_config_features(ncf, rows, si, sf, shapes, pad, defaults, logfreq, modal_diff):
+def layout_config_features(ncf, rows, si, sf, shapes, pad, defaults, fixed, roles, freq,
+                           modal_diff):
     """Per-config sums of node quantities, overall and per conv/dot/reshape group.
 
     ncf (c, nc, 18) int8 (the whole file or a chunk); rows (r,) int64 configs to featurize;
     si (nc, N_STATIC_INT) int64; sf (nc, N_STATIC_F) float64; shapes (nc, 3, 7, 2) float64
     output/input/kernel dims (padded with 1) and their log2; pad (nc, 3, 7, 7) padding factors;
-    defaults (nc, 3, 6) int64 default layouts (-1 padded); logfreq, modal_diff (r, nc) float32
-    -> (r, N_GROUPS * N_QUANT) float64. Rows run in parallel, each writing only its own row.
+    defaults (nc, 3, 6) int64 own layouts (-1 padded); fixed (nc, 2, 6) int64 layouts that input /
+    kernel sources carry when not configurable; roles (nc, 3, 6) int64 dim roles (-1 none);
+    freq, modal_diff (r, nc) float32 -> (r, N_GROUPS * N_QUANT) float64.
+    Rows run in parallel, each writing only its own row.
     """
     nc = ncf.shape[1]
     out = np.zeros((rows.size, N_GROUPS * N_QUANT))
@@ -225,14 +325,32 @@ def layout_config_features(ncf, rows, si, sf, shapes, pad, defaults, logfreq, mo
         tmp = np.empty(6, np.int64)
         eff_in = np.empty((nc, 6), np.int64)
         for k in range(nc):
-            _node_quantities(ncf, j, k, si, sf, shapes, pad, defaults, logfreq[r],
+            _node_quantities(ncf, j, k, si, sf, shapes, pad, defaults, fixed, roles, freq[r],
                              modal_diff[r], q, eo, eff_in[k], ek, tmp)
-            first = si[k, S_SIB_FIRST]  # an earlier node reading the same producer, or -1
+            first = si[k, S_SIB_FIRST]  # an earlier node reading the same source, or -1
             if first >= 0 and not _same(eff_in[k], eff_in[first]):
-                q[17], q[18] = 1.0, sf[k, F_VOL_IN] * sf[k, F_BYTES]
+                q[19], q[20] = 1.0, sf[k, F_VOL_IN] * sf[k, F_BYTES]
             g = si[k, S_GROUP]
             for t in range(N_QUANT):
                 out[r, t] += q[t]
                 if g < N_GROUPS - 1:
                     out[r, (g + 1) * N_QUANT + t] += q[t]
+    return out
+
+
+@njit(cache=True, parallel=True)
+def merge_conversions(ncf, rows, merge_pos, merge_fixed, merge_bytes, defaults):
+    """Per config: (count, bytes) of layout-preserving ops whose operands arrive in different
+    layouts, so one operand is converted. merge_pos (m, 2) int64 configurable source of each side
+    or -1; merge_fixed (m, 2, 6) the layout a fixed side carries; merge_bytes (m,) output bytes."""
+    out = np.zeros((rows.size, 2))
+    for r in prange(rows.size):
+        j = rows[r]
+        a, b = np.empty(6, np.int64), np.empty(6, np.int64)
+        for m in range(merge_pos.shape[0]):
+            _source_layout(ncf, j, merge_pos[m, 0], defaults, merge_fixed[m, 0], a)
+            _source_layout(ncf, j, merge_pos[m, 1], defaults, merge_fixed[m, 1], b)
+            if not _same(a, b):
+                out[r, 0] += 1.0
+                out[r, 1] += merge_bytes[m]
     return out

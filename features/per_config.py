@@ -6,30 +6,40 @@ producer's, and whether dot/conv put their feature dimensions minor-most (soluti
 """
 from __future__ import annotations
 
+import zlib
 from typing import NamedTuple
 
 import numpy as np
 from tqdm import tqdm
 
+from . import graph_roles as R
 from . import kernels as K
 from .io import Graph
 from .per_graph import element_bytes, ranks, signed_log
 
+ROLE_NAMES = ("batch", "contracting", "free", "spatial")
 NODE_QUANTITIES = (
     "out_is_default", "in_is_default", "ker_is_default", "out_row_major", "out_eq_in",
-    "out_changed", "out_log2_pad", "out_pad_bytes", "in_log2_pad", "in_pad_bytes",
-    "ker_pad_bytes", "in_copy", "in_copy_bytes", "ker_copy", "ker_copy_bytes", "user_copy",
-    "user_copy_bytes", "sibling_mismatch", "sibling_bytes", "out_log2_minor",
-    "out_log2_second_minor", "in_log2_minor", "out_minor_mult128", "in_feature_minor",
-    "out_feature_minor", "ker_out_feature_minor", "in_batch_second_minor", "tiled_bytes",
-    "log_value_freq", "differs_from_modal")
+    "out_changed", "out_changed_bytes", "out_log2_pad", "out_pad_bytes", "in_log2_pad",
+    "in_pad_bytes", "ker_pad_bytes", "in_copy", "in_copy_bytes", "ker_copy", "ker_copy_bytes",
+    "user_copy", "user_copy_bytes", "output_copy_bytes", "sibling_mismatch", "sibling_bytes",
+    "out_log2_minor", "out_log2_second_minor", "in_log2_minor", "out_minor_mult128",
+    "reshape_copy", "reshape_copy_bytes", "tiled_bytes", "value_freq", "differs_from_modal",
+    "layout_unknown") + tuple(
+    f"{t}_{p}_is_{r}" for t in ("out", "in", "ker") for p in ("minor", "second")
+    for r in ROLE_NAMES)
 BYTE_QUANTITIES = tuple(i for i, n in enumerate(NODE_QUANTITIES) if n.endswith("bytes"))
 # Estimated memory traffic of a config: padded tensors plus every copy a layout change implies.
 TRAFFIC_QUANTITIES = tuple(NODE_QUANTITIES.index(n) for n in (
-    "tiled_bytes", "in_copy_bytes", "ker_copy_bytes", "user_copy_bytes"))
+    "tiled_bytes", "in_copy_bytes", "ker_copy_bytes", "user_copy_bytes", "output_copy_bytes",
+    "reshape_copy_bytes"))
 GROUPS = ("all", "conv", "dot", "reshape")
 GROUP_OF_OPCODE = {26: 0, 34: 1, 75: 2}
+# Within-graph statistics (z-scores, value frequencies) come from this many configs drawn
+# uniformly from the file, whatever rows are selected, so train and test rows see the same.
+STAT_CONFIGS = 1000
 assert len(NODE_QUANTITIES) == K.N_QUANT and len(GROUPS) == K.N_GROUPS
+assert len(ROLE_NAMES) == R.N_ROLES == K.N_ROLES
 
 
 # ---------------------------------------------------------------- layout
@@ -48,59 +58,92 @@ def padded_shapes(node_feat: np.ndarray) -> np.ndarray:
     return dims
 
 
-def _operands(g: Graph) -> list[list[int]]:
-    ops: list[list[int]] = [[] for _ in range(g.node_feat.shape[0])]
-    for u, v in g.edge_index:
-        ops[u].append(int(v))
-    return ops
+class LayoutStatic(NamedTuple):
+    """Per-configurable-node tables the kernels read (see kernels.layout_config_features)."""
+    si: np.ndarray
+    sf: np.ndarray
+    shapes: np.ndarray
+    pad: np.ndarray
+    defaults: np.ndarray
+    fixed: np.ndarray
+    roles: np.ndarray
+    merge_pos: np.ndarray
+    merge_fixed: np.ndarray
+    merge_bytes: np.ndarray
 
 
-def _pick(operands: list[int], node_rank: np.ndarray, want_rank: int, skip: int) -> int:
-    """The first operand of the wanted rank (the config section's rank), else the first one."""
-    cands = [v for v in operands if v != skip]
-    match = [v for v in cands if node_rank[v] == want_rank]
-    return (match or cands or [-1])[0]
+def _operand_roles(g: Graph, v: int, ops: list[int], in_rank: int):
+    """(input, kernel, roles of out/in/kernel dims) of configurable node v."""
+    nf, opcode = g.node_feat, int(g.node_opcode[v])
+    none = ((), (), ())
+    if opcode == R.CONV:
+        x, w = R.conv_operands(nf, v, ops)
+        rk = (lambda u: len(R.shape_of(nf, u)) if u >= 0 else 0)
+        r_in, r_ker, r_out = R.conv_roles(nf, v, rk(x), rk(w), len(R.shape_of(nf, v)))
+        return x, w, (r_out, r_in, r_ker)
+    if opcode == R.DOT:
+        x, w, lr, rr = R.dot_operands(nf, v, ops, in_rank)
+        if lr is None:
+            return x, w, none
+        out = [R.BATCH] * lr.count(R.BATCH) + [R.FREE] * (len(R.shape_of(nf, v)) - lr.count(R.BATCH))
+        return x, w, (tuple(out), lr, rr)
+    same_rank = [o for o in ops if len(R.shape_of(nf, o)) == in_rank] or ops
+    return (same_rank[0] if same_rank else -1), -1, none
 
 
-def layout_static(g: Graph):
-    """Per-configurable-node tables the kernel reads: (si, sf, shapes, pad, defaults)."""
+def layout_static(g: Graph) -> LayoutStatic:
+    """Everything about the configurable nodes that no config changes, computed once per graph."""
     ids, nf = g.node_config_ids, g.node_feat
     nc, rank = ids.size, ranks(nf)
     used = K.slots_used(g.node_config_feat)
     pos = {int(v): k for k, v in enumerate(ids)}
-    ops, users = _operands(g), np.bincount(g.edge_index[:, 1], minlength=nf.shape[0])
-    cfg_users = np.zeros(nf.shape[0], np.int64)
-    for u, v in g.edge_index:
-        cfg_users[v] += int(u) in pos
+    edges = R.split_edges(g)
+    src = R.layout_sources(g, edges, pos)
+    own = default_layouts(nf)
     si = np.full((nc, K.N_STATIC_INT), -1, np.int64)
-    sf = np.zeros((nc, K.N_STATIC_F))
+    roles = np.full((nc, 3, 6), -1, np.int64)
+    fixed = np.full((nc, 2, 6), -1, np.int64)
     nodes = np.full((nc, 3), -1, np.int64)
     first_reader: dict[int, int] = {}
     for k, v in enumerate(ids):
         v = int(v)
-        x = _pick(ops[v], rank, int(used[k, 0]), -1)
-        has_ker = used[k, 1] > 0 or (g.node_opcode[v] in (26, 34) and len(ops[v]) > 1)
-        w = _pick(ops[v], rank, int(used[k, 1]), x) if has_ker else -1
+        x, w, rl = _operand_roles(g, v, edges.operands[v], int(used[k, 0]))
+        if not (used[k, 1] > 0 or g.node_opcode[v] == R.CONV):
+            w = -1  # a dot's rhs has no config section: its layout is not the config's to set
         nodes[k] = (v, x, w)
-        si[k, K.S_SIB_FIRST] = first_reader.setdefault(x, k) if x >= 0 else -1
+        for t, r in enumerate(rl):
+            roles[k, t, :len(r)] = r[:6]
+        for t, u in enumerate((x, w)):
+            if u >= 0:
+                free = int(g.node_opcode[src[u]]) in R.ANY_LAYOUT
+                si[k, K.S_IN_POS + t] = K.ANY_SOURCE if free else pos.get(int(src[u]), -1)
+                fixed[k, t] = own[src[u]]
+        si[k, K.S_SIB_FIRST] = first_reader.setdefault(int(src[x]), k) if x >= 0 else -1
         if si[k, K.S_SIB_FIRST] == k:
             si[k, K.S_SIB_FIRST] = -1
-        si[k, K.S_IN_POS] = pos.get(x, -1)
-        si[k, K.S_KER_POS] = pos.get(w, -1)
-        si[k, K.S_HAS_KER] = int(w >= 0)
-        si[k, K.S_PLAIN_USERS] = users[v] - cfg_users[v]
-        _roles(si[k], nf[v], int(g.node_opcode[v]), rank[x] if x >= 0 else 0)
+        _, plain, to_out = R.chain_ends(g, edges, src, v, pos)
+        si[k, K.S_PLAIN_USERS], si[k, K.S_TO_OUTPUT] = plain, int(to_out)
+    si[:, K.S_HAS_KER] = nodes[:, 2] >= 0
+    si[:, K.S_IS_RESHAPE] = g.node_opcode[ids] == R.RESHAPE
     si[:, K.S_GROUP] = [GROUP_OF_OPCODE.get(int(o), 3) for o in g.node_opcode[ids]]
     for t, col in enumerate((K.S_RANK_OUT, K.S_RANK_IN, K.S_RANK_KER)):
         si[:, col] = np.where(nodes[:, t] >= 0, rank[nodes[:, t]], 0)
     vol, eb = nf[:, 28].astype(np.float64), element_bytes(nf)
+    sf = np.zeros((nc, K.N_STATIC_F))
     for t, col in enumerate((K.F_VOL_OUT, K.F_VOL_IN, K.F_VOL_KER)):
         sf[:, col] = np.where(nodes[:, t] >= 0, vol[nodes[:, t]], 0.0)
     sf[:, K.F_BYTES] = eb[ids]
     dims = np.where((nodes >= 0)[:, :, None], padded_shapes(nf)[nodes], 1.0)
     shapes = np.ascontiguousarray(np.stack([dims, np.log2(dims)], axis=-1))
-    defaults = np.where((nodes >= 0)[:, :, None], default_layouts(nf)[nodes], -1)
-    return si, sf, shapes, pad_tables(dims), np.ascontiguousarray(defaults)
+    defaults = np.where((nodes >= 0)[:, :, None], own[nodes], -1)
+    merges = R.merge_points(g, edges, src)
+    m_src = np.array([(a, b) for _, a, b in merges], np.int64).reshape(-1, 2)
+    merge_pos = np.vectorize(lambda u: pos.get(int(u), -1), otypes=[np.int64])(m_src) \
+        if m_src.size else m_src
+    merge_bytes = np.array([vol[v] * eb[v] for v, _, _ in merges], np.float64)
+    return LayoutStatic(si, sf, shapes, pad_tables(dims), np.ascontiguousarray(defaults), fixed,
+                        roles, merge_pos, np.ascontiguousarray(own[m_src]).reshape(-1, 2, 6),
+                        merge_bytes)
 
 
 def pad_tables(dims: np.ndarray) -> np.ndarray:
@@ -112,98 +155,110 @@ def pad_tables(dims: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(minor[..., :, None] * second[..., None, :])
 
 
-def _roles(si_row: np.ndarray, feat: np.ndarray, opcode: int, in_rank: int) -> None:
-    """Which dimension plays which role: conv from its dimension numbers (node_feat 93-106);
-    for dot, the last input dimension, the usual contracting one."""
-    if opcode == 26:
-        si_row[K.S_IN_BATCH], si_row[K.S_IN_FEATURE] = feat[93], feat[94]
-        si_row[K.S_KER_OUT_FEATURE], si_row[K.S_OUT_FEATURE] = feat[100], feat[106]
-    elif opcode == 34 and in_rank > 0:
-        si_row[K.S_IN_FEATURE] = in_rank - 1
+def stat_rows(g: Graph, seed: int) -> np.ndarray:
+    """A label-independent uniform sample (sorted) of the file's configs for within-graph stats."""
+    if g.n_configs <= STAT_CONFIGS:
+        return np.arange(g.n_configs)
+    rng = np.random.default_rng([seed, zlib.crc32(g.graph_id.encode())])
+    return np.sort(rng.choice(g.n_configs, STAT_CONFIGS, replace=False))
 
 
 class ValueCounts(NamedTuple):
-    """Per configurable node: its distinct 18-slot values (sorted codes) and how often each
-    occurs among all of the file's configs, plus the most common one."""
+    """Per configurable node: its distinct 18-slot values (sorted codes) and their share among
+    the sampled configs, plus the most common one."""
     values: list[np.ndarray]
-    counts: list[np.ndarray]
+    shares: list[np.ndarray]
     modal: np.ndarray
-    n_configs: int
 
 
-def value_counts(ncf: np.ndarray, chunk: int, node_block: int = 32) -> ValueCounts:
-    """Count every node's values over all configs, a block of nodes at a time, so memory stays
-    at (configs x node_block) codes however many configurable nodes a graph has."""
-    c, nc = ncf.shape[:2]
-    values, counts = [], []
-    for k0 in range(0, nc, node_block):
-        block = np.concatenate([K.config_codes(ncf[s:s + chunk, k0:k0 + node_block])
-                                for s in range(0, c, chunk)]) if c else \
-            np.zeros((0, min(node_block, nc - k0)), np.int64)
-        for k in range(block.shape[1]):
-            v, n = np.unique(block[:, k], return_counts=True)
-            values.append(v)
-            counts.append(n)
-    modal = np.array([v[np.argmax(n)] if v.size else -1 for v, n in zip(values, counts)],
+def value_counts(codes: np.ndarray) -> ValueCounts:
+    """codes (s, nc) int64 of the sampled configs -> per-node value shares."""
+    values, shares = [], []
+    for k in range(codes.shape[1]):
+        v, n = np.unique(codes[:, k], return_counts=True)
+        values.append(v)
+        shares.append(n / max(1, codes.shape[0]))
+    modal = np.array([v[np.argmax(n)] if v.size else -1 for v, n in zip(values, shares)],
                      np.int64)
-    return ValueCounts(values, counts, modal, c)
+    return ValueCounts(values, shares, modal)
 
 
-def value_frequencies(ncf: np.ndarray, rows: np.ndarray, table: ValueCounts):
-    """For the configs `rows`: (r, nc) float32 log share of configs giving each node the same
-    value, and whether it differs from the node's most common value.
+def value_frequencies(codes: np.ndarray, table: ValueCounts):
+    """For configs with codes (r, nc): (r, nc) float32 share of sampled configs giving each node
+    the same value (0 if none did), and whether it differs from the node's most common value.
 
     A genetic search (the 'default' collections) revisits good choices, so frequent is fast."""
-    codes = K.config_codes(ncf[rows]) if rows.size else np.zeros((0, len(table.values)), np.int64)
-    logfreq = np.empty(codes.shape, np.float32)
-    for k, (v, n) in enumerate(zip(table.values, table.counts)):
-        logfreq[:, k] = np.log(n[np.searchsorted(v, codes[:, k])] / table.n_configs)
-    return logfreq, (codes != table.modal).astype(np.float32)
+    freq = np.zeros(codes.shape, np.float32)
+    for k, (v, n) in enumerate(zip(table.values, table.shares)):
+        at = np.minimum(np.searchsorted(v, codes[:, k]), max(v.size - 1, 0))
+        freq[:, k] = np.where(v[at] == codes[:, k], n[at], 0.0) if v.size else 0.0
+    return freq, (codes != table.modal).astype(np.float32)
 
 
-def layout_full(g: Graph, rows: np.ndarray, *, chunk: int) -> tuple[np.ndarray, list[str]]:
-    """(r, ~160) float32 for the selected configs, computed chunk by chunk."""
-    nc = g.node_config_ids.size
+def layout_names() -> list[str]:
     names = [f"cfg.{grp}.{q}" for grp in GROUPS for q in NODE_QUANTITIES]
-    names += [f"cfg.mean.{q}" for q in NODE_QUANTITIES] + ["cfg.all.est_traffic_bytes"]
-    if nc == 0:
-        return within_graph_z(np.zeros((rows.size, len(names)), np.float32), names)
-    si, sf, shapes, pad, defaults = layout_static(g)
-    table = value_counts(g.node_config_feat, chunk)
+    names += [f"cfg.mean.{q}" for q in NODE_QUANTITIES]
+    return names + ["cfg.all.est_traffic_bytes", "cfg.all.merge_conversions",
+                    "cfg.all.merge_conversion_bytes"]
+
+
+def _layout_chunk(g: Graph, rows: np.ndarray, st: LayoutStatic, table: ValueCounts):
+    nc = g.node_config_ids.size
+    codes = K.config_codes(g.node_config_feat[rows]) if rows.size else \
+        np.zeros((0, nc), np.int64)
+    freq, modal_diff = value_frequencies(codes, table)
+    sums = K.layout_config_features(g.node_config_feat, rows, st.si, st.sf, st.shapes, st.pad,
+                                    st.defaults, st.fixed, st.roles, freq, modal_diff)
+    merges = K.merge_conversions(g.node_config_feat, rows, st.merge_pos, st.merge_fixed,
+                                 st.merge_bytes, st.defaults)
+    means = sums[:, :K.N_QUANT] / nc
+    traffic = sums[:, list(TRAFFIC_QUANTITIES)].sum(axis=1, keepdims=True) + merges[:, 1:]
+    for grp in range(K.N_GROUPS):
+        cols = grp * K.N_QUANT + np.array(BYTE_QUANTITIES)
+        sums[:, cols] = signed_log(sums[:, cols])
+    merges[:, 1] = signed_log(merges[:, 1])
+    return np.hstack([sums, means, signed_log(traffic), merges]).astype(np.float32)
+
+
+def layout_full(g: Graph, rows: np.ndarray, *, chunk: int, seed: int = 0,
+                ) -> tuple[np.ndarray, list[str]]:
+    """(r, ~600) float32 for the selected configs, computed chunk by chunk; z-scores and value
+    shares come from `stat_rows`, never from the selected (label-dependent) rows."""
+    names = layout_names()
+    if g.node_config_ids.size == 0:
+        return within_graph_z(np.zeros((rows.size, len(names)), np.float32),
+                              np.zeros((1, len(names)), np.float32), names)
+    st = layout_static(g)
+    sample = stat_rows(g, seed)
+    table = value_counts(K.config_codes(g.node_config_feat[sample]))
+    wanted = np.union1d(rows, sample)
     parts = []
-    starts = range(0, rows.size, chunk)
+    starts = range(0, wanted.size, chunk)
     # Only big files get a bar (4+ chunks); tqdm itself stays quiet off a terminal.
     for s in tqdm(starts, desc=f"{g.graph_id} configs", unit="chunk", disable=None
                   if len(starts) >= 4 else True, leave=False):
-        r = rows[s:s + chunk]
-        logfreq, modal_diff = value_frequencies(g.node_config_feat, r, table)
-        sums = K.layout_config_features(g.node_config_feat, r, si, sf, shapes, pad, defaults,
-                                        logfreq, modal_diff)
-        means = sums[:, :K.N_QUANT] / nc
-        traffic = signed_log(sums[:, list(TRAFFIC_QUANTITIES)].sum(axis=1, keepdims=True))
-        for grp in range(K.N_GROUPS):
-            cols = grp * K.N_QUANT + np.array(BYTE_QUANTITIES)
-            sums[:, cols] = signed_log(sums[:, cols])
-        parts.append(np.hstack([sums, means, traffic]).astype(np.float32))
+        parts.append(_layout_chunk(g, wanted[s:s + chunk], st, table))
     values = np.concatenate(parts) if parts else np.zeros((0, len(names)), np.float32)
-    return within_graph_z(values, names)
+    return within_graph_z(values[np.searchsorted(wanted, rows)],
+                          values[np.searchsorted(wanted, sample)], names)
 
 
-def within_graph_z(values: np.ndarray, names: list[str], prefix: str = "cfg.all.",
-                   ) -> tuple[np.ndarray, list[str]]:
-    """Append z-scores over the graph's rows of the `prefix` columns.
+def within_graph_z(values: np.ndarray, reference: np.ndarray, names: list[str],
+                   prefix: str = "cfg.all.") -> tuple[np.ndarray, list[str]]:
+    """Append z-scores of the `prefix` columns against the reference rows' mean and spread.
 
     Rankings are within a graph, but graphs differ in scale by orders of magnitude; a config's
     standing among its own graph's configs is what carries across graphs (solutions.md 7.7)."""
     cols = [i for i, n in enumerate(names) if n.startswith(prefix)]
-    x = values[:, cols].astype(np.float64)
-    sd = x.std(axis=0) if x.shape[0] else np.ones(len(cols))
-    z = (x - x.mean(axis=0)) / np.where(sd > 0, sd, 1.0) if x.shape[0] else x
+    ref = reference[:, cols].astype(np.float64)
+    mean = ref.mean(axis=0) if ref.shape[0] else np.zeros(len(cols))
+    sd = ref.std(axis=0) if ref.shape[0] else np.ones(len(cols))
+    z = (values[:, cols] - mean) / np.where(sd > 0, sd, 1.0)
     return (np.hstack([values, z.astype(np.float32)]),
             names + ["z." + names[i] for i in cols])
 
 
-def layout_basic(g: Graph, rows: np.ndarray, *, chunk: int) -> tuple[np.ndarray, list[str]]:
+def layout_basic(g: Graph, rows: np.ndarray, *, chunk: int, seed: int = 0) -> tuple[np.ndarray, list[str]]:
     """Reference features: mean of each raw slot over nodes, share of all-default sections."""
     names = [f"cfg.slot_mean_{i}" for i in range(18)]
     names += [f"cfg.default_share_{s}" for s in ("out", "in", "ker")]
@@ -225,15 +280,15 @@ def tile_root(g: Graph) -> int:
 
 
 def _conv_kernel_shape(g: Graph) -> np.ndarray:
-    """Dims of the smaller-volume operand of the last convolution (its weights), else empty."""
-    convs = np.flatnonzero(g.node_opcode == 26)
+    """Dims of the kernel operand of the last convolution (by its dimension numbers), else empty."""
+    convs = np.flatnonzero(g.node_opcode == R.CONV)
     if convs.size == 0:
         return np.zeros(0)
-    ops = g.edge_index[g.edge_index[:, 0] == convs[-1], 1]
-    if ops.size == 0:
+    ops = sorted(int(v) for v in g.edge_index[g.edge_index[:, 0] == convs[-1], 1])
+    _, w = R.conv_operands(g.node_feat, int(convs[-1]), ops)
+    if w < 0:
         return np.zeros(0)
-    w = ops[np.argmin(g.node_feat[ops, 28])]
-    return g.node_feat[w, 21:21 + ranks(g.node_feat)[w]].astype(np.float64)
+    return np.array(R.shape_of(g.node_feat, w), np.float64)
 
 
 def _dominant_op(g: Graph) -> int:
@@ -243,7 +298,7 @@ def _dominant_op(g: Graph) -> int:
     return 3
 
 
-def tile_full(g: Graph, rows: np.ndarray, *, chunk: int = 0) -> tuple[np.ndarray, list[str]]:
+def tile_full(g: Graph, rows: np.ndarray, *, chunk: int = 0, seed: int = 0) -> tuple[np.ndarray, list[str]]:
     """Tile counts, 8x128 padding waste and tile bytes of each config against the output."""
     cf = g.config_feat[rows].astype(np.float64)
     root = tile_root(g)
@@ -284,7 +339,7 @@ def tile_full(g: Graph, rows: np.ndarray, *, chunk: int = 0) -> tuple[np.ndarray
     return np.hstack(vals).astype(np.float32), names
 
 
-def tile_basic(g: Graph, rows: np.ndarray, *, chunk: int = 0) -> tuple[np.ndarray, list[str]]:
+def tile_basic(g: Graph, rows: np.ndarray, *, chunk: int = 0, seed: int = 0) -> tuple[np.ndarray, list[str]]:
     """Reference features: the 24 raw config values."""
     return g.config_feat[rows].astype(np.float32), [f"cfg.raw_{i}" for i in range(24)]
 

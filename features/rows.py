@@ -3,7 +3,9 @@
 Train: identical configs are merged (minimum runtime kept, count recorded; the real data repeats
 configs with runtimes up to ~0.4% apart), then capped per graph keeping the fastest share and a
 uniform sample of the rest, so training cost grows with graphs, not with 100k-config files.
-Valid: a uniform sample like the 1000-config test subsets. Test: every config, never merged.
+Valid: layout, a uniform sample like the 1000-config test subsets; tile, every config, since
+tile test files are whole and a sample could drop the best config. Test: every config, never
+merged.
 """
 from __future__ import annotations
 
@@ -71,6 +73,6 @@ def select_rows(g: Graph, *, max_train_configs: int, fastest_fraction: float,
     rng = graph_rng(seed, g.graph_id)
     if g.split == "train":
         return cap(dedup(g, target, chunk), max_train_configs, fastest_fraction, rng)
-    if g.split == "valid":
+    if g.split == "valid" and not is_tile(g.collection):
         return cap(everything, max_valid_configs, 0.0, rng)
     return everything

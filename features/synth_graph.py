@@ -35,6 +35,9 @@ class Node:
     stride: int = 0
     dimensions: tuple[int, ...] = ()
     param_number: int = 0
+    called: list[int] = field(default_factory=list)  # roots of computations this node calls
+    is_root: bool = False
+    in_called: bool = False                           # belongs to a called computation
 
 
 @dataclass
@@ -78,8 +81,8 @@ class _Builder:
 
     def recent(self, min_rank: int = 1, rank: int | None = None) -> int | None:
         lo = max(0, len(self.nodes) - 8)
-        ok = [i for i in range(lo, len(self.nodes))
-              if len(self.nodes[i].shape) >= min_rank and (rank is None or
+        ok = [i for i in range(lo, len(self.nodes)) if not self.nodes[i].in_called
+              and len(self.nodes[i].shape) >= min_rank and (rank is None or
                                                            len(self.nodes[i].shape) == rank)]
         if not ok:
             return None
@@ -95,7 +98,8 @@ class _Builder:
     def elementwise(self, op: int) -> bool:
         x = self.recent()
         shape = self.nodes[x].shape
-        other = [i for i in range(max(0, x - 6), x) if self.nodes[i].shape == shape]
+        other = [i for i in range(max(0, x - 6), x)
+                 if self.nodes[i].shape == shape and not self.nodes[i].in_called]
         operands = [x, other[-1]] if op in (ADD, MULTIPLY) and other else [x]
         self.add(op, shape, operands)
         return True
@@ -152,7 +156,10 @@ class _Builder:
         if x is None:
             return False
         shape = self.nodes[x].shape
-        self.add(REDUCE, shape[:-1], [x], dimensions=(len(shape) - 1,))
+        acc, elem = (self.add(PARAMETER, (), [], param_number=i, in_called=True)
+                     for i in range(2))
+        adder = self.add(ADD, (), [acc, elem], is_root=True, in_called=True)
+        self.add(REDUCE, shape[:-1], [x], dimensions=(len(shape) - 1,), called=[adder])
         return True
 
     def broadcast(self, op: int) -> bool:
@@ -179,7 +186,24 @@ def build_graph(rng: np.random.Generator, n_nodes: int, family: str) -> SynthGra
     while len(b.nodes) < n_nodes:
         b.grow(int(rng.choice(ops, p=p)))
     n_splits = 1 if family == "nlp" else int(rng.integers(1, 4))
-    return SynthGraph(b.nodes, elem_bytes=int(rng.choice([2, 4])), n_splits=n_splits)
+    return SynthGraph(_encoder_order(b.nodes), elem_bytes=int(rng.choice([2, 4])),
+                      n_splits=n_splits)
+
+
+def _encoder_order(nodes: list[Node]) -> list[Node]:
+    """Renumber as the TpuGraphs encoder does: called computations first, then the entry
+    computation with its parameters (weights included) before the activations they meet."""
+    def rank(i):
+        nd = nodes[i]
+        return 0 if nd.in_called else 1 if nd.opcode == PARAMETER else 2
+    order = sorted(range(len(nodes)), key=lambda i: (rank(i), i))
+    new_id = {old: new for new, old in enumerate(order)}
+    out = []
+    for old in order:
+        nd = nodes[old]
+        out.append(Node(**{**nd.__dict__, "operands": [new_id[v] for v in nd.operands],
+                           "called": [new_id[v] for v in nd.called]}))
+    return out
 
 
 def split_points(graph: SynthGraph) -> np.ndarray:
@@ -195,6 +219,7 @@ def node_feat(graph: SynthGraph) -> np.ndarray:
     x = np.zeros((n, 140), np.float32)
     x[:, PRODUCT_COLS_EMPTY_IS_ONE] = 1.0
     x[split_points(graph)[1:] - 1, 0] = 1.0  # root of each computation
+    x[[i for i, nd in enumerate(graph.nodes) if nd.is_root], 0] = 1.0
     x[:, 15 if graph.elem_bytes == 2 else 13] = 1.0
     for i, node in enumerate(graph.nodes):
         _encode_node(x[i], node)
@@ -220,6 +245,8 @@ def _encode_node(row: np.ndarray, node: Node) -> None:
 
 
 def edge_index(graph: SynthGraph) -> np.ndarray:
-    """(m, 2) int64 rows [user, operand], deduplicated and sorted as the encoder writes them."""
-    rows = sorted({(u, v) for u, node in enumerate(graph.nodes) for v in node.operands})
+    """(m, 2) int64 rows [user, operand], deduplicated and sorted as the encoder writes them;
+    a caller also points at the root of each computation it calls."""
+    rows = sorted({(u, v) for u, node in enumerate(graph.nodes)
+                   for v in node.operands + node.called})
     return np.array(rows, dtype=np.int64).reshape(-1, 2)

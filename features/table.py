@@ -6,6 +6,7 @@ ptr[g]:ptr[g+1]. Stored as parquet parts plus JSON, never pickles.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,29 @@ from .per_graph import graph_features
 from .rows import Rows, select_rows
 
 FEATURE_SETS = ("basic", "full")
+# Feature families, for ablation (`train --without FAMILY`): a column belongs to a family when
+# the pattern matches its name ("name") or its quantity, the last dotted part ("quantity").
+FEATURE_FAMILIES = {
+    "graph": ("name", r"^graph\."),
+    "within_graph_z": ("name", r"^z\."),
+    "padding": ("quantity", r"^(out_log2_pad|out_pad_bytes|in_log2_pad|in_pad_bytes"
+                            r"|ker_pad_bytes|tiled_bytes|out_log2_minor|out_log2_second_minor"
+                            r"|in_log2_minor|out_minor_mult128)$"),
+    "conversions": ("quantity", r"^(in_copy|in_copy_bytes|ker_copy|ker_copy_bytes|user_copy"
+                                r"|user_copy_bytes|output_copy_bytes|sibling_mismatch"
+                                r"|sibling_bytes|merge_conversions|merge_conversion_bytes)$"),
+    "reshape_bitcast": ("quantity", r"^reshape_copy(_bytes)?$"),
+    "dim_roles": ("quantity", r"^(out|in|ker)_(minor|second)_is_\w+$"),
+    "default_distance": ("quantity", r"^(out_is_default|in_is_default|ker_is_default"
+                                     r"|out_changed|out_changed_bytes|out_row_major|out_eq_in"
+                                     r"|value_freq|differs_from_modal)$"),
+    "traffic": ("quantity", r"^est_traffic_bytes$"),
+}
+
+
+def in_family(column: str, family: str) -> bool:
+    scope, pattern = FEATURE_FAMILIES[family]
+    return bool(re.search(pattern, column if scope == "name" else column.split(".")[-1]))
 
 
 @dataclass(frozen=True)
@@ -28,7 +52,7 @@ class FeatureConfig:
     max_train_configs_tile: int = 500    # rows per train graph after merging duplicates
     max_train_configs_layout: int = 2000
     fastest_fraction: float = 0.1        # share of the cap reserved for the fastest configs
-    max_valid_configs: int = 1000        # like the test's 1000-config subsets
+    max_valid_configs: int = 1000        # layout: like the test's 1000-config subsets
     chunk_configs: int = 4096            # configs decompressed/featurized at a time
     seed: int = 0
 
@@ -66,6 +90,20 @@ class FeatureSet:
     def n_graphs(self) -> int:
         return self.ptr.size - 1
 
+    def without(self, families) -> "FeatureSet":
+        """The same rows without the columns of the given feature families."""
+        unknown = sorted(set(families) - set(FEATURE_FAMILIES))
+        if unknown:
+            raise ValueError(f"unknown feature families {unknown}; known: {sorted(FEATURE_FAMILIES)}")
+        keep = [i for i, c in enumerate(self.columns)
+                if not any(in_family(c, f) for f in families)]
+        if len(keep) == len(self.columns):
+            return self
+        return FeatureSet(X=self.X[:, keep], runtime=self.runtime, config_idx=self.config_idx,
+                          dup_count=self.dup_count, ptr=self.ptr, graph_ids=self.graph_ids,
+                          collection=self.collection,
+                          columns=tuple(self.columns[i] for i in keep), meta=self.meta)
+
     def take_graphs(self, graphs: np.ndarray) -> "FeatureSet":
         """A FeatureSet of the given graph positions, in that order."""
         graphs = np.asarray(graphs, np.int64)
@@ -87,7 +125,8 @@ def graph_table(g: Graph, cfg: FeatureConfig) -> tuple[np.ndarray, list[str], Ro
                        chunk=cfg.chunk_configs)
     gv, gnames = graph_features(g, cfg.feature_set)
     kind = "tile" if is_tile(g.collection) else "layout"
-    cv, cnames = EXTRACTORS[(kind, cfg.feature_set)](g, rows.config_idx, chunk=cfg.chunk_configs)
+    cv, cnames = EXTRACTORS[(kind, cfg.feature_set)](g, rows.config_idx, chunk=cfg.chunk_configs,
+                                                     seed=cfg.seed)
     X = np.empty((rows.config_idx.size, gv.size + cv.shape[1]), np.float32)
     X[:, :gv.size] = gv
     X[:, gv.size:] = cv

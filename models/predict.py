@@ -38,7 +38,9 @@ def submission_rows(run_dir: Path, test_sets: dict[str, FeatureSet],
                     expected: dict[str, int]) -> list[tuple[str, str]]:
     """Rows for every test graph; checked against expected (ID -> configs in its file)."""
     rows = []
+    without = read_run(run_dir)["train_config"].get("without", ())
     for collection, data in test_sets.items():
+        data = data.without(without)
         models = load_models(run_dir, collection)
         if not models:
             raise StaleRunError(f"{run_dir}: model files for {collection} are missing")

@@ -18,10 +18,12 @@ import numpy as np
 import xgboost
 
 from features import FeatureSet
+from features.table import FEATURE_FAMILIES
 from features.cache import atomic_dir, fingerprint, source_digest
 
 from . import RANKERS, collection_kind, metrics
 from .base import apply_overrides, normalize_per_graph
+from .selection import family_folds, fit_family_stopped
 
 MODELS_DIR = Path(__file__).resolve().parent
 N_RANDOM_ORDERS = 5
@@ -32,14 +34,22 @@ class TrainConfig:
     ranker: str = "lambdarank"
     seeds: int = 1              # models per collection; their normalised scores are averaged
     seed: int = 0               # first seed; model i uses seed + i
-    folds: int = 0              # >1: also k-fold cross-validate over the train graphs
+    folds: int = 0              # >1: also cross-validate over train graphs, whole families
+                                # held out per fold (>= families: leave-one-family-out)
     overrides: dict = field(default_factory=dict)   # ranker params, e.g. {"num_leaves": 63}
+    without: tuple[str, ...] = ()   # feature families left out (ablation), see FEATURE_FAMILIES
 
     def __post_init__(self):
         if self.ranker not in RANKERS:
             raise ValueError(f"unknown ranker {self.ranker!r}; choose from {sorted(RANKERS)}")
         if self.seeds < 1:
             raise ValueError(f"seeds must be >= 1, got {self.seeds}")
+        if self.folds < 0 or self.folds == 1:
+            raise ValueError(f"folds must be 0 (off) or at least 2, got {self.folds}")
+        unknown = sorted(set(self.without) - set(FEATURE_FAMILIES))
+        if unknown:
+            raise ValueError(f"unknown feature families {unknown}; "
+                             f"known: {sorted(FEATURE_FAMILIES)}")
 
     def params_for(self, collection: str):
         _, defaults = RANKERS[self.ranker]
@@ -55,6 +65,7 @@ class CollectionResult:
     graph_ids: tuple[str, ...]
     seconds: float
     cv_mean: float = float("nan")
+    rounds: list[int] = field(default_factory=list)  # per seed, chosen on held-out families
 
     @property
     def mean(self) -> float:
@@ -68,6 +79,7 @@ class CollectionResult:
                 "seed_std": float(np.std(self.seed_means)),
                 "random_mean": metrics.collection_score(self.random_per_graph),
                 "cv_mean": None if np.isnan(self.cv_mean) else self.cv_mean,
+                "rounds": self.rounds,
                 "per_graph": dict(zip(self.graph_ids, map(_finite_or_none, self.per_graph))),
                 "seconds": round(self.seconds, 2)}
 
@@ -84,10 +96,12 @@ def random_reference(collection: str, data: FeatureSet, seed: int) -> np.ndarray
     return np.nanmean(np.vstack(draws), axis=0) if draws[0].size else draws[0]
 
 
-def fit_seeds(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet | None):
+def fit_seeds(cfg: TrainConfig, train: FeatureSet):
+    """One model per seed, each early-stopped on held-out train families (never on valid)."""
     cls, _ = RANKERS[cfg.ranker]
     params = cfg.params_for(train.collection)
-    return [cls(replace(params, seed=cfg.seed + i)).fit(train, valid) for i in range(cfg.seeds)]
+    return [fit_family_stopped(cls, replace(params, seed=cfg.seed + i), train)
+            for i in range(cfg.seeds)]
 
 
 def ensemble_scores(models, data: FeatureSet) -> np.ndarray:
@@ -98,16 +112,18 @@ def ensemble_scores(models, data: FeatureSet) -> np.ndarray:
     return total / len(models)
 
 
-def cross_validate(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet) -> float:
-    """Mean per-graph score on held-out train graphs over k folds (validation set stops early)."""
-    if cfg.folds < 2 or train.n_graphs < cfg.folds:
+def cross_validate(cfg: TrainConfig, train: FeatureSet) -> float:
+    """Mean per-graph score on held-out train families over the folds (each fold's model
+    early-stops on other families of its own training part)."""
+    if cfg.folds < 2:
         return float("nan")
-    fold_of = np.random.default_rng(cfg.seed).permutation(train.n_graphs) % cfg.folds
+    fold_of = family_folds(train.graph_ids, cfg.folds, cfg.seed)
+    if np.unique(fold_of).size < 2:
+        return float("nan")
     scores = []
-    for f in range(cfg.folds):
+    for f in np.unique(fold_of):
         held = train.take_graphs(np.flatnonzero(fold_of == f))
-        models = fit_seeds(replace(cfg, seeds=1), train.take_graphs(np.flatnonzero(fold_of != f)),
-                           valid)
+        models = fit_seeds(replace(cfg, seeds=1), train.take_graphs(np.flatnonzero(fold_of != f)))
         scores.append(metrics.per_graph_scores(train.collection, ensemble_scores(models, held),
                                                held.runtime, held.ptr))
     return metrics.collection_score(np.concatenate(scores))
@@ -118,7 +134,7 @@ def train_collection(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet,
     start = time.perf_counter()
     if train.n_graphs == 0:
         raise ValueError(f"{train.collection}: no training graphs")
-    models = fit_seeds(cfg, train, valid)
+    models = fit_seeds(cfg, train)
     seed_means = []
     for i, m in enumerate(models):
         m.save(out_dir / f"seed-{i}")
@@ -128,18 +144,21 @@ def train_collection(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet,
                                          valid.runtime, valid.ptr)
     return CollectionResult(valid.collection, per_graph, random_reference(
         valid.collection, valid, cfg.seed), seed_means, valid.graph_ids,
-        time.perf_counter() - start, cross_validate(cfg, train, valid))
+        time.perf_counter() - start, cross_validate(cfg, train),
+        [int(m.stopped_at_) for m in models])
 
 
 def run_key(cfg: TrainConfig, feature_keys: dict) -> str:
     params = {c: asdict(cfg.params_for(c)) for c in feature_keys}
     return fingerprint(ranker=cfg.ranker, seeds=cfg.seeds, seed=cfg.seed, folds=cfg.folds,
-                       params=params, features=feature_keys, code=source_digest(MODELS_DIR))
+                       params=params, features=feature_keys, without=sorted(cfg.without),
+                       code=source_digest(MODELS_DIR))
 
 
 def train_run(cfg: TrainConfig, data: dict[str, tuple[FeatureSet, FeatureSet]],
               runs_root: Path, feature_info: dict, log=print) -> tuple[Path, dict]:
     """Train every collection in `data`, then publish the run directory atomically."""
+    data = {c: (t.without(cfg.without), v.without(cfg.without)) for c, (t, v) in data.items()}
     keys = {c: {"train": t.meta.get("key"), "valid": v.meta.get("key")}
             for c, (t, v) in data.items()}
     run_dir = Path(runs_root) / f"{cfg.ranker}-{run_key(cfg, keys)}"

@@ -51,17 +51,25 @@ def test_longest_path_matches_relaxation(rng, n):
 
 # ---------------------------------------------------------------- the layout kernel
 
+def _factorize(rng, factors, rank):
+    """The product of `factors` split into `rank` dims, in random order and grouping."""
+    dims = np.ones(rank)
+    for f in rng.permutation(factors):
+        dims[rng.integers(rank)] *= f
+    return dims
+
+
 def random_layout_graph(rng, n: int, config_ids, c: int) -> Graph:
     """A random DAG with random shapes/layouts and random (valid-range) layout configs."""
     node_feat = np.zeros((n, 140), np.float32)
     rank = rng.integers(1, 5, n)
-    for i in range(n):
-        node_feat[i, 21:21 + rank[i]] = rng.choice([1, 3, 8, 100, 128, 130, 256], rank[i])
+    for i in range(n):  # one volume for all, so any node can be a reshape of any other
+        node_feat[i, 21:21 + rank[i]] = _factorize(rng, [1, 2, 4, 3, 5, 128], rank[i])
         node_feat[i, 28] = node_feat[i, 21:21 + rank[i]].prod()
         node_feat[i, 134:134 + rank[i]] = rng.permutation(rank[i])
         node_feat[i, 13 if i % 2 else 15] = 1
     node_feat[:, 93:107] = rng.integers(0, 4, 14)
-    opcode = rng.choice([26, 34, 75, 2, 63], n)
+    opcode = rng.choice([26, 34, 75, 2, 63, 13], n)
     ids = np.asarray(config_ids, np.int64)
     opcode[ids] = rng.choice([26, 34, 75], ids.size)
     edges = sorted({(int(u), int(v)) for u in range(1, n)
@@ -84,32 +92,60 @@ def _eff(section, fallback):
     return np.array(fallback) if (section < 0).all() else section.astype(np.int64)
 
 
+def _known(layout, rank):
+    return rank > 0 and 0 <= layout[0] < rank and (rank == 1 or 0 <= layout[1] < rank)
+
+
 def _pad(shape, layout, rank):
-    if rank == 0 or layout[0] < 0:
+    if not _known(layout, rank):
         return 1.0
     f = np.ceil(shape[layout[0]] / 128) * 128 / shape[layout[0]]
-    if rank > 1 and layout[1] >= 0:
+    if rank > 1:
         f *= np.ceil(shape[layout[1]] / 8) * 8 / shape[layout[1]]
     return f
 
 
-def reference_quantities(ncf, j, k, si, sf, shapes, defaults, eff_in):
-    """Plain-Python statement of the 30 node quantities (features/per_config.NODE_QUANTITIES)."""
+def _bitcast(in_dims, in_layout, out_dims, out_layout):
+    """Reference: simulate the reshape on a small stand-in array. Each tensor is laid out in
+    memory by its layout (minor-to-major); a bitcast keeps every element's memory position."""
+    size = int(np.prod(in_dims))
+    logical = np.arange(size).reshape(in_dims)
+    # memory order of the input: transpose to major..minor, then flatten
+    in_mem = np.transpose(logical, tuple(reversed(in_layout))).ravel()
+    out_logical = logical.reshape(out_dims)
+    out_mem = np.transpose(out_logical, tuple(reversed(out_layout))).ravel()
+    return np.array_equal(in_mem, out_mem)
+
+
+ROLE_OF = ("batch", "contracting", "free", "spatial")
+
+
+def reference_quantities(ncf, j, k, st, shapes, eff_in, freq, modal):
+    """Plain-Python statement of the node quantities (features/per_config.NODE_QUANTITIES)."""
+    si, sf, defaults, fixed, roles = st.si, st.sf, st.defaults, st.fixed, st.roles
     q = dict.fromkeys(NODE_QUANTITIES, 0.0)
-    out = _eff(ncf[j, k, 0:6], defaults[k, 0])
+    r_out, r_in, r_ker = si[k, K.S_RANK_OUT], si[k, K.S_RANK_IN], si[k, K.S_RANK_KER]
+    unknown = [0]
+
+    def checked(lay, rank, fallback):  # a layout not naming each dim once is unknown
+        bad = sum(1 for s in range(6) if (s < rank and not 0 <= lay[s] < rank)
+                  or (s >= rank and lay[s] >= 0))
+        unknown[0] += bad
+        return np.array(fallback) if bad else lay
+    out = checked(_eff(ncf[j, k, 0:6], defaults[k, 0]), r_out, defaults[k, 0])
     p = si[k, K.S_IN_POS]
-    prod = _eff(ncf[j, p, 0:6], defaults[p, 0]) if p >= 0 else defaults[k, 1]
-    ein = _eff(ncf[j, k, 6:12], prod)
+    prod = _eff(ncf[j, p, 0:6], defaults[p, 0]) if p >= 0 else fixed[k, 0]
+    free_in, free_ker = p == K.ANY_SOURCE, si[k, K.S_KER_POS] == K.ANY_SOURCE
+    ein = checked(_eff(ncf[j, k, 6:12], prod), r_in, prod)
     eff_in[k] = ein
     has_ker = si[k, K.S_HAS_KER] == 1
     ek = np.full(6, -1)
     if has_ker:
         pk = si[k, K.S_KER_POS]
-        kprod = _eff(ncf[j, pk, 0:6], defaults[pk, 0]) if pk >= 0 else defaults[k, 2]
-        ek = _eff(ncf[j, k, 12:18], kprod)
-        q["ker_copy"] = float(not np.array_equal(ek, kprod))
+        kprod = _eff(ncf[j, pk, 0:6], defaults[pk, 0]) if pk >= 0 else fixed[k, 1]
+        ek = checked(_eff(ncf[j, k, 12:18], kprod), r_ker, kprod)
+        q["ker_copy"] = float(not np.array_equal(ek, kprod) and not free_ker)
         q["ker_is_default"] = float((ncf[j, k, 12:18] < 0).all())
-    r_out, r_in, r_ker = si[k, K.S_RANK_OUT], si[k, K.S_RANK_IN], si[k, K.S_RANK_KER]
     eb, vo, vi, vk = sf[k, K.F_BYTES], sf[k, K.F_VOL_OUT], sf[k, K.F_VOL_IN], sf[k, K.F_VOL_KER]
     po, pi = _pad(shapes[k, 0], out, r_out), _pad(shapes[k, 1], ein, r_in)
     pk_ = _pad(shapes[k, 2], ek, r_ker) if has_ker else 1.0
@@ -118,20 +154,33 @@ def reference_quantities(ncf, j, k, si, sf, shapes, defaults, eff_in):
              in_is_default=float((ncf[j, k, 6:12] < 0).all()),
              out_row_major=float(r_out > 0 and list(out[:r_out]) == list(range(r_out - 1, -1, -1))),
              out_eq_in=float(np.array_equal(out, ein)), out_changed=float(changed),
+             out_changed_bytes=changed * vo * eb,
              out_log2_pad=np.log2(po), out_pad_bytes=(po - 1) * vo * eb,
              in_log2_pad=np.log2(pi), in_pad_bytes=(pi - 1) * vi * eb,
              ker_pad_bytes=(pk_ - 1) * vk * eb,
-             in_copy=float(not np.array_equal(ein, prod)),
+             in_copy=float(not np.array_equal(ein, prod) and not free_in),
              user_copy=si[k, K.S_PLAIN_USERS] * changed,
-             out_log2_minor=np.log2(shapes[k, 0][out[0]]) if r_out > 0 else 0.0,
-             out_log2_second_minor=np.log2(shapes[k, 0][out[1]]) if r_out > 1 else 0.0,
-             in_log2_minor=np.log2(shapes[k, 1][ein[0]]) if r_in > 0 and ein[0] >= 0 else 0.0,
-             out_minor_mult128=float(r_out > 0 and shapes[k, 0][out[0]] % 128 == 0),
-             in_feature_minor=float(ein[0] == si[k, K.S_IN_FEATURE]),
-             out_feature_minor=float(out[0] == si[k, K.S_OUT_FEATURE]),
-             ker_out_feature_minor=float(has_ker and ek[0] == si[k, K.S_KER_OUT_FEATURE]),
-             in_batch_second_minor=float(r_in > 1 and ein[1] == si[k, K.S_IN_BATCH]),
-             tiled_bytes=(po * vo + pi * vi + pk_ * vk) * eb)
+             output_copy_bytes=vo * eb if changed and si[k, K.S_TO_OUTPUT] == 1 else 0.0,
+             out_log2_minor=np.log2(shapes[k, 0][out[0]]) if r_out > 0 and out[0] < r_out else 0.0,
+             out_log2_second_minor=(np.log2(shapes[k, 0][out[1]]) if r_out > 1 and out[1] < r_out
+                                    else 0.0),
+             in_log2_minor=(np.log2(shapes[k, 1][ein[0]]) if r_in > 0 and 0 <= ein[0] < r_in
+                            else 0.0),
+             out_minor_mult128=float(r_out > 0 and out[0] < r_out
+                                     and shapes[k, 0][out[0]] % 128 == 0),
+             tiled_bytes=(po * vo + pi * vi + pk_ * vk) * eb,
+             value_freq=freq, differs_from_modal=modal, layout_unknown=float(unknown[0]))
+    if si[k, K.S_IS_RESHAPE] == 1 and not _bitcast(
+            [int(d) for d in shapes[k, 1][:r_in]], list(ein[:r_in]),
+            [int(d) for d in shapes[k, 0][:r_out]], list(out[:r_out])):
+        q["reshape_copy"], q["reshape_copy_bytes"] = 1.0, vo * eb
+    for t, (lay, r) in enumerate(((out, r_out), (ein, r_in), (ek, r_ker))):
+        if t == 2 and not has_ker:
+            continue
+        for slot, pos in enumerate(("minor", "second")):
+            if r > slot and 0 <= lay[slot] < r and roles[k, t, lay[slot]] >= 0:
+                name = ("out", "in", "ker")[t]
+                q[f"{name}_{pos}_is_{ROLE_OF[roles[k, t, lay[slot]]]}"] = 1.0
     q["in_copy_bytes"] = q["in_copy"] * vi * eb
     q["ker_copy_bytes"] = q["ker_copy"] * vk * eb
     q["user_copy_bytes"] = q["user_copy"] * vo * eb
@@ -141,20 +190,20 @@ def reference_quantities(ncf, j, k, si, sf, shapes, defaults, eff_in):
     return q
 
 
-def reference_features(g, rows, logfreq, modal):
-    si, sf, shapes, _, defaults = layout_static(g)
-    shapes = shapes[..., 0]  # the dims; the reference takes its own log2 and padding
+def reference_features(g, rows, freq, modal):
+    st = layout_static(g)
+    shapes = st.shapes[..., 0]  # the dims; the reference takes its own log2 and padding
     nc = g.node_config_ids.size
     out = np.zeros((rows.size, K.N_GROUPS * K.N_QUANT))
     for r, j in enumerate(rows):
         eff_in = {}
         for k in range(nc):
-            q = reference_quantities(g.node_config_feat, j, k, si, sf, shapes, defaults, eff_in)
-            q["log_value_freq"], q["differs_from_modal"] = logfreq[r, k], modal[r, k]
+            q = reference_quantities(g.node_config_feat, j, k, st, shapes, eff_in, freq[r, k],
+                                     modal[r, k])
             vec = np.array([q[name] for name in NODE_QUANTITIES])
             out[r, :K.N_QUANT] += vec
-            if si[k, K.S_GROUP] < 3:
-                g_ = si[k, K.S_GROUP] + 1
+            if st.si[k, K.S_GROUP] < 3:
+                g_ = st.si[k, K.S_GROUP] + 1
                 out[r, g_ * K.N_QUANT:(g_ + 1) * K.N_QUANT] += vec
     return out
 
@@ -169,33 +218,35 @@ def reference_features(g, rows, logfreq, modal):
 def test_layout_kernel_matches_reference(rng, n, ids, c):
     g = random_layout_graph(rng, n, ids, c)
     rows = np.arange(c)
-    logfreq, modal = value_frequencies(g.node_config_feat, rows,
-                                       value_counts(g.node_config_feat, chunk=4, node_block=3))
-    si, sf, shapes, pad, defaults = layout_static(g)
-    got = K.layout_config_features(g.node_config_feat, rows, si, sf, shapes, pad, defaults,
-                                   logfreq, modal)
-    np.testing.assert_allclose(got, reference_features(g, rows, logfreq, modal), rtol=1e-9)
+    codes = K.config_codes(g.node_config_feat)
+    freq, modal = value_frequencies(codes, value_counts(codes[::2]))
+    st = layout_static(g)
+    got = K.layout_config_features(g.node_config_feat, rows, st.si, st.sf, st.shapes, st.pad,
+                                   st.defaults, st.fixed, st.roles, freq, modal)
+    np.testing.assert_allclose(got, reference_features(g, rows, freq, modal), rtol=1e-9)
     values, names = layout_full(g, rows[::-1].copy(), chunk=2)
     assert values.shape == (c, len(names)) and np.isfinite(values).all()
     assert len(set(names)) == len(names)
 
 
-@pytest.mark.parametrize("node_block", [1, 2, 32])
-def test_value_frequencies_reference(rng, node_block):
+def test_value_frequencies_are_shares_of_the_sample(rng):
     ncf = rng.integers(-1, 1, (40, 3, 18)).astype(np.int8)
     ncf[:, :, 3:] = -1                               # few distinct values, so repeats occur
     ncf[:, 1] = -1                                   # node 1 never changes
-    rows = np.array([5, 0, 39, 5])
-    logfreq, modal = value_frequencies(ncf, rows, value_counts(ncf, chunk=7,
-                                                                node_block=node_block))
-    assert np.allclose(logfreq[:, 1], 0.0) and not modal[:, 1].any()
+    ncf[39, 2, :] = 0                                # a value the sample never saw
+    sample, rows = np.arange(0, 39, 2), np.array([5, 0, 39, 5])
+    codes = K.config_codes(ncf)
+    freq, modal = value_frequencies(codes[rows], value_counts(codes[sample]))
+    assert np.allclose(freq[:, 1], 1.0) and not modal[:, 1].any()
     for k in (0, 2):
         keys = [ncf[j, k].tobytes() for j in range(40)]
-        share = np.array([keys.count(keys[j]) / 40 for j in rows])
-        np.testing.assert_allclose(logfreq[:, k], np.log(share), rtol=1e-6)
-        most = max(set(keys), key=keys.count)
-        if keys.count(most) > max(keys.count(x) for x in set(keys) - {most}):
+        seen = [keys[j] for j in sample]
+        share = np.array([seen.count(keys[j]) / sample.size for j in rows])
+        np.testing.assert_allclose(freq[:, k], share, rtol=1e-6)
+        most = max(set(seen), key=seen.count)
+        if seen.count(most) > max(seen.count(x) for x in set(seen) - {most}):
             np.testing.assert_array_equal(modal[:, k], [keys[j] != most for j in rows])
+    assert freq[2, 2] == 0.0
 
 
 def test_static_tables_on_a_hand_built_graph():
@@ -216,12 +267,17 @@ def test_static_tables_on_a_hand_built_graph():
               np.array([63, 75, 63, 34, 2]), edges, np.ones(2, np.int64),
               node_config_ids=np.array([1, 3]), node_config_feat=ncf,
               node_splits=np.array([0, 5]))
-    si, sf, shp, pad, defaults = layout_static(g)
+    st = layout_static(g)
+    si, sf, shp, pad, defaults = st.si, st.sf, st.shapes, st.pad, st.defaults
     assert si[:, K.S_IN_POS].tolist() == [-1, -1]
     assert si[1, K.S_HAS_KER] == 1 and si[0, K.S_HAS_KER] == 0
     assert si[:, K.S_SIB_FIRST].tolist() == [-1, 0]       # both read p0
-    assert si[:, K.S_PLAIN_USERS].tolist() == [1, 1]
-    assert si[1, K.S_IN_FEATURE] == 1                      # dot: last input dim
+    # the add carries a's layout (same shape, a configurable source): a's output flows on to the
+    # program output, b's meets the add as a plain user
+    assert si[:, K.S_PLAIN_USERS].tolist() == [0, 1]
+    assert si[:, K.S_TO_OUTPUT].tolist() == [1, 0]
+    # dot (8, 256) x (256, 64) -> (8, 64): lhs dim 1 and rhs dim 0 are contracted
+    assert st.roles[1, 1, :2].tolist() == [2, 1] and st.roles[1, 2, :2].tolist() == [1, 2]
     assert sf[1, K.F_VOL_KER] == 256 * 64 and sf[1, K.F_BYTES] == 4
     np.testing.assert_array_equal(defaults[0, 0], [0, -1, -1, -1, -1, -1])
     np.testing.assert_array_equal(shp[1, 2, :3, 0], [256, 64, 1])

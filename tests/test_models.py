@@ -111,10 +111,11 @@ def test_lambdarank_can_bag_oversized_groups_by_query(rng):
 def test_cross_validation_scores_held_out_graphs(rng):
     from models.runs import TrainConfig, cross_validate
     train = make_ranking(rng, [150] * 6)
-    valid = make_ranking(rng, [150] * 2)
     cfg = TrainConfig(ranker="regression", folds=3, overrides=FAST)
-    assert cross_validate(cfg, train, valid) > 0.7
-    assert np.isnan(cross_validate(TrainConfig(folds=0), train, valid))
+    assert cross_validate(cfg, train) > 0.7
+    assert np.isnan(cross_validate(TrainConfig(folds=0), train))
+    with pytest.raises(ValueError, match="folds"):
+        TrainConfig(folds=1)
 
 
 def test_seed_ensemble_is_recorded_per_seed(rng, tmp_path):

@@ -1,0 +1,57 @@
+"""Ranking quality on real program graphs (../shared/tpugraphs_dev), not on generated ones.
+
+The generated sample's runtimes come from the very quantities the features compute, so only
+real graphs can tell a broken feature from a working one. Trains on a subset of the dev train
+graphs and asserts a floor on its valid split, well above what the basic features reach there.
+Skipped when the dev data is absent (set TPUGRAPHS_DEV to point at it elsewhere).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import features
+from features import FeatureConfig
+from models import metrics
+from models.runs import TrainConfig, ensemble_scores, fit_seeds
+
+DEV = Path(os.environ.get("TPUGRAPHS_DEV",
+                          Path(__file__).resolve().parents[2] / "shared" / "tpugraphs_dev"))
+# collection -> (train graphs used, floor on the valid mean). Measured with these settings:
+# see the table in the module docstring of this test's closing note; the basic features reach
+# about 0.1-0.4 on these collections, the full ones about 0.7-0.8.
+FLOORS = {"layout:xla:random": (14, 0.60), "layout:nlp:random": (16, 0.55)}
+FAST = {"n_estimators": 150, "learning_rate": 0.1, "early_stopping": 20}
+
+pytestmark = pytest.mark.skipif(not (DEV / "npz_all").is_dir(),
+                                reason=f"no dev data at {DEV}")
+
+
+def _subset_tree(tmp: Path, collection: str, n_train: int) -> Path:
+    """A download-style tree holding every n-th train graph (families spread) and all valid."""
+    src = DEV / "npz_all" / "npz" / features.io.collection_dir(collection)
+    dst = tmp / "npz_all" / "npz" / features.io.collection_dir(collection)
+    train = sorted((src / "train").glob("*.npz"))
+    picked = train[::max(1, len(train) // n_train)][:n_train]
+    for split, files in (("train", picked), ("valid", sorted((src / "valid").glob("*.npz")))):
+        (dst / split).mkdir(parents=True)
+        for f in files:
+            (dst / split / f.name).symlink_to(f)
+    return tmp / "npz_all" / "npz"
+
+
+@pytest.mark.parametrize("collection", sorted(FLOORS))
+def test_valid_kendall_on_real_graphs_clears_the_floor(tmp_path, collection):
+    n_train, floor = FLOORS[collection]
+    root = _subset_tree(tmp_path / "data", collection, n_train)
+    cfg = FeatureConfig(max_train_configs_layout=500)
+    train, valid = (features.load_or_build(root, collection, split, cfg, tmp_path / "cache")
+                    for split in ("train", "valid"))
+    models = fit_seeds(TrainConfig(ranker="lambdarank", overrides=FAST), train)
+    per_graph = metrics.per_graph_scores(collection, ensemble_scores(models, valid),
+                                         valid.runtime, valid.ptr)
+    assert np.isfinite(per_graph).all()
+    assert metrics.collection_score(per_graph) >= floor, per_graph

@@ -1,0 +1,212 @@
+"""Operands, call edges and layout chains on hand-built graphs that follow the real encoder's
+conventions: edge rows sorted, weights (parameters) with lower ids than the activations they
+meet, and caller -> called-root edges."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from features import graph_roles as R
+from features import kernels as K
+from features.io import Graph
+from features.per_config import layout_full, layout_static
+
+ADD, MAX, BROADCAST, REDUCE, CONVERT = 2, 57, 13, 70, 25
+
+
+class Builder:
+    """Nodes with shapes and row-major layouts; edges given as (user, operand)."""
+
+    def __init__(self):
+        self.shapes, self.ops, self.edges, self.extra = [], [], [], {}
+
+    def node(self, opcode, shape, *operands, root=False, **cols):
+        v = len(self.shapes)
+        self.shapes.append(tuple(shape))
+        self.ops.append(opcode)
+        self.edges += [(v, o) for o in operands]
+        self.extra[v] = dict(cols, root=root)
+        return v
+
+    def graph(self, config_ids, ncf=None, c=3) -> Graph:
+        n = len(self.shapes)
+        nf = np.zeros((n, 140), np.float32)
+        for v, s in enumerate(self.shapes):
+            nf[v, 21:21 + len(s)] = s
+            nf[v, 28] = np.prod(s)
+            nf[v, 134:134 + len(s)] = range(len(s) - 1, -1, -1)
+            nf[v, 13] = 1  # f32
+            nf[v, 0] = float(self.extra[v]["root"])
+            for col, val in self.extra[v].items():
+                if isinstance(col, str) and col.startswith("c"):
+                    nf[v, int(col[1:])] = val
+        ids = np.asarray(config_ids, np.int64)
+        if ncf is None:
+            ncf = np.full((c, ids.size, 18), -1, np.int8)
+        return Graph(Path("hand.npz"), "layout:xla:random", "train", nf,
+                     np.array(self.ops, np.int64), np.array(sorted(self.edges), np.int64),
+                     np.ones(ncf.shape[0], np.int64), node_config_ids=ids, node_config_feat=ncf,
+                     node_splits=np.array([0, n], np.int64))
+
+
+def conv_cols(window=(3, 3)):
+    """NHWC input, HWIO kernel, NHWC output dimension numbers (node_feat 93-106)."""
+    return {"c93": 0, "c94": 3, "c95": 1, "c96": 2, "c99": 2, "c100": 3, "c101": 0, "c102": 1,
+            "c105": 0, "c106": 3, "c37": window[0], "c38": window[1]}
+
+
+def test_conv_kernel_is_found_by_dims_not_by_id():
+    b = Builder()
+    w = b.node(63, (3, 3, 16, 32))               # the weights come first, as in real files
+    x = b.node(63, (8, 28, 28, 16))
+    conv = b.node(26, (8, 28, 28, 32), w, x, root=True, **conv_cols())
+    g = b.graph([conv])
+    edges = R.split_edges(g)
+    assert edges.operands[conv] == [w, x]        # id order would make w the input
+    assert R.conv_operands(g.node_feat, conv, edges.operands[conv]) == (x, w)
+    st = layout_static(g)
+    assert st.sf[0, K.F_VOL_IN] == 8 * 28 * 28 * 16 and st.sf[0, K.F_VOL_KER] == 3 * 3 * 16 * 32
+    # input NHWC: feature (3) is contracted, batch 0, spatial 1-2; kernel HWIO; output NHWC
+    assert st.roles[0, 1, :4].tolist() == [R.BATCH, R.SPATIAL, R.SPATIAL, R.CONTRACTING]
+    assert st.roles[0, 2, :4].tolist() == [R.SPATIAL, R.SPATIAL, R.CONTRACTING, R.FREE]
+    assert st.roles[0, 0, :4].tolist() == [R.BATCH, R.SPATIAL, R.SPATIAL, R.FREE]
+
+
+def test_pointwise_conv_with_square_weights_still_finds_the_kernel():
+    b = Builder()
+    w = b.node(63, (1, 1, 64, 64))
+    x = b.node(63, (1, 1, 64, 64))               # batch 1, spatial 1x1: shapes equal
+    conv = b.node(26, (1, 1, 64, 64), w, x, root=True, **conv_cols(window=(1, 1)))
+    g = b.graph([conv])
+    x_found, w_found = R.conv_operands(g.node_feat, conv, R.split_edges(g).operands[conv])
+    assert {x_found, w_found} == {w, x}          # undecidable from shapes; both found, no crash
+
+
+def test_dot_operands_and_contracting_dims_from_the_output():
+    # lhs (8, 64, 32) x rhs (8, 32, 16) -> (8, 64, 16): batch 8, contract 32
+    assert R.dot_roles((8, 64, 32), (8, 32, 16), (8, 64, 16)) == (
+        (R.BATCH, R.FREE, R.CONTRACTING), (R.BATCH, R.CONTRACTING, R.FREE))
+    # the weight (lower id) is the rhs: (128, 256) x (256, 512) with x = (128, 256)
+    b = Builder()
+    w = b.node(63, (256, 512))
+    x = b.node(63, (128, 256))
+    dot = b.node(34, (128, 512), w, x, root=True)
+    g = b.graph([dot])
+    lhs, rhs, lr, rr = R.dot_operands(g.node_feat, dot, R.split_edges(g).operands[dot], 2)
+    assert (lhs, rhs) == (x, w)
+    assert lr == (R.FREE, R.CONTRACTING) and rr == (R.CONTRACTING, R.FREE)
+    # contracting a non-last lhs dim: (32, 64)^T-style einsum 'kn,km->nm'
+    assert R.dot_roles((32, 64), (32, 16), (64, 16)) == ((R.CONTRACTING, R.FREE),
+                                                         (R.CONTRACTING, R.FREE))
+
+
+def test_call_edges_are_not_operands_and_called_parameters_stand_for_the_caller_operand():
+    b = Builder()
+    p_x = b.node(63, (8, 128))
+    reshape = b.node(75, (8, 128), p_x)          # configurable
+    a = b.node(63, ())                           # called computation: add(a, b), its root
+    bb = b.node(63, ())
+    add = b.node(ADD, (), a, bb, root=True)
+    init = b.node(24, ())
+    red = b.node(REDUCE, (8,), reshape, init, add, root=True)
+    g = b.graph([reshape])
+    edges = R.split_edges(g)
+    assert edges.operands[red] == [reshape, init]          # the edge to `add` is a call
+    assert red not in edges.users[add]
+    # a reducer's params are (accumulator, element): only one operand, the init, is scalar
+    assert list(edges.param_source.values()) == [init]
+    # the reshape's output goes to the reduce (a plain user), not to the called computation
+    _, plain, _ = R.chain_ends(g, edges, R.layout_sources(g, edges, {reshape: 0}), reshape,
+                               {reshape: 0})
+    assert plain == 1
+
+
+def test_called_parameters_follow_the_caller_operands_by_shape_and_number():
+    """call(x, y) of a computation whose conv reads param 1 (y): the conv's input is y."""
+    b = Builder()
+    w = b.node(63, (1, 1, 16, 16))
+    y = b.node(63, (4, 7, 7, 16))
+    x = b.node(63, (4, 7, 7, 16))
+    p1 = b.node(63, (4, 7, 7, 16), c30=1)
+    p0 = b.node(63, (4, 7, 7, 16), c30=0)
+    pw = b.node(63, (1, 1, 16, 16), c30=2)
+    conv = b.node(26, (4, 7, 7, 16), pw, p1, root=True, **conv_cols((1, 1)))
+    call = b.node(14, (4, 7, 7, 16), w, y, x, conv, root=True)
+    g = b.graph([conv])
+    edges = R.split_edges(g)
+    assert edges.operands[call] == [w, y, x]
+    # operands of the caller in id order take the params in number order, shape by shape
+    assert edges.param_source == {p0: y, p1: x, pw: w}
+    src = R.layout_sources(g, edges, {conv: 0})
+    assert src[p1] == x and src[pw] == w
+
+
+def test_layout_follows_elementwise_chains_between_configurable_nodes():
+    """conv1 -> add(bias) -> max(relu) -> convert -> conv2: conv2 receives conv1's layout."""
+    b = Builder()
+    w1 = b.node(63, (3, 3, 16, 16))
+    w2 = b.node(63, (3, 3, 16, 16))
+    x = b.node(63, (8, 28, 28, 16))
+    bias = b.node(63, (16,))
+    conv1 = b.node(26, (8, 28, 28, 16), w1, x, **conv_cols())
+    bcast = b.node(BROADCAST, (8, 28, 28, 16), bias)
+    add = b.node(ADD, (8, 28, 28, 16), conv1, bcast)
+    relu = b.node(MAX, (8, 28, 28, 16), add)
+    cvt = b.node(CONVERT, (8, 28, 28, 16), relu)
+    conv2 = b.node(26, (8, 28, 28, 16), w2, cvt, root=True, **conv_cols())
+    ncf = np.full((3, 2, 18), -1, np.int8)
+    ncf[1, 0, 0:4] = [2, 1, 3, 0]                # conv1 writes a non-default layout ...
+    ncf[2, 0, 0:4] = [2, 1, 3, 0]
+    ncf[2, 1, 6:10] = [2, 1, 3, 0]               # ... which conv2 asks for in config 2
+    g = b.graph([conv1, conv2], ncf)
+    st = layout_static(g)
+    assert st.si[1, K.S_IN_POS] == 0             # through add, max and convert
+    assert st.si[0, K.S_IN_POS] == -1
+    assert st.si[0, K.S_PLAIN_USERS] == 0        # conv1's only consumer is conv2
+    values, names = layout_full(g, np.arange(3), chunk=2)
+    col = names.index("cfg.all.in_copy")
+    # config 0: all default, no copy; 1: conv1 changes, conv2's default input follows it (no
+    # copy, the compiler takes what arrives); 2: both agree, no copy
+    assert values[:, col].tolist() == [0.0, 0.0, 0.0]
+    ncf[2, 1, 6:10] = [3, 2, 1, 0]               # conv2 asks for the default: now a copy
+    values, _ = layout_full(b.graph([conv1, conv2], ncf), np.arange(3), chunk=2)
+    assert values[:, col].tolist() == [0.0, 0.0, 1.0]
+
+
+def test_elementwise_merge_of_two_layouts_is_a_conversion():
+    """Residual add of two conv outputs: different output layouts force a conversion."""
+    b = Builder()
+    w1, w2 = b.node(63, (1, 1, 16, 16)), b.node(63, (1, 1, 16, 16))
+    x = b.node(63, (8, 28, 28, 16))
+    c1 = b.node(26, (8, 28, 28, 16), w1, x, **conv_cols((1, 1)))
+    c2 = b.node(26, (8, 28, 28, 16), w2, x, **conv_cols((1, 1)))
+    b.node(ADD, (8, 28, 28, 16), c1, c2, root=True)
+    ncf = np.full((2, 2, 18), -1, np.int8)
+    ncf[1, 1, 0:4] = [2, 1, 3, 0]
+    values, names = layout_full(b.graph([c1, c2], ncf), np.arange(2), chunk=4)
+    merges = values[:, names.index("cfg.all.merge_conversions")]
+    assert merges.tolist() == [0.0, 1.0]
+
+
+def test_slot_values_at_or_above_the_rank_are_flagged_not_padded():
+    b = Builder()
+    x = b.node(63, (8, 128))
+    r = b.node(75, (8, 128), x, root=True)
+    ncf = np.full((2, 1, 18), -1, np.int8)
+    ncf[1, 0, 0:2] = [3, 0]                      # dim 3 of a rank-2 tensor
+    values, names = layout_full(b.graph([r], ncf), np.arange(2), chunk=4)
+    assert values[:, names.index("cfg.all.layout_unknown")].tolist() == [0.0, 1.0]
+    pad = values[:, names.index("cfg.all.out_log2_pad")]
+    assert pad[1] == pad[0] == 0.0               # read as the default, not as 128x padding
+
+
+def test_reshape_that_reorders_memory_is_a_copy():
+    """(8, 128) -> (1024,): a bitcast in row-major, a copy when the input is column-major."""
+    b = Builder()
+    x = b.node(63, (8, 128))
+    r = b.node(75, (1024,), x, root=True)
+    ncf = np.full((2, 1, 18), -1, np.int8)
+    ncf[1, 0, 6:8] = [0, 1]                      # input minor-to-major (0, 1): column-major
+    values, names = layout_full(b.graph([r], ncf), np.arange(2), chunk=4)
+    assert values[:, names.index("cfg.all.reshape_copy")].tolist() == [0.0, 1.0]

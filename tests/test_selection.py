@@ -1,0 +1,57 @@
+"""Model selection by family: names, folds that never split a family, honest early stopping."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from models.lgbm import REGRESSION_DEFAULTS, Regression
+from models.selection import early_stop_split, family_folds, fit_family_stopped, graph_family
+from tests.conftest import make_ranking
+
+
+@pytest.mark.parametrize("graph_id, family", [
+    ("resnet50_batch_8_test", "resnet50"),
+    ("bert_base_batch_size_16_seq_128_test_bf16", "bert_base"),
+    ("efficientnet_v2_b0_batch_16_test_bf16", "efficientnet_v2_b0"),
+    ("albert_base_batch_size_16_seq_128_test_-76e4a16388182a4e", "albert_base"),  # tile kernel
+    ("alexnet_train_batch_32_-1bae27a41d70f4dc", "alexnet_train"),
+    ("unet_3d.4x4.bf16", "unet_3d"),                                            # real layout
+    ("05ae41e26dd3c4c06390371a0423233c", "05ae41e26dd3c4c06390371a0423233c"),  # test file
+])
+def test_graph_family(graph_id, family):
+    assert graph_family(graph_id) == family
+
+
+def test_family_folds_keep_families_whole_and_balance_graphs():
+    ids = [f"{fam}_batch_{b}_test" for fam, n in (("a", 5), ("b", 3), ("c", 3), ("d", 1), ("e", 1))
+           for b in range(n)]
+    fold = family_folds(ids, 3, seed=0)
+    fams = np.array([graph_family(g) for g in ids])
+    for f in set(fams):
+        assert np.unique(fold[fams == f]).size == 1
+    assert sorted(np.bincount(fold).tolist()) == [4, 4, 5]
+    # at least as many folds as families: leave-one-family-out
+    lofo = family_folds(ids, 99, seed=0)
+    assert np.unique(lofo).size == 5
+    assert all(np.unique(fams[lofo == f]).size == 1 for f in np.unique(lofo))
+
+
+def test_early_stopping_watches_held_out_families_then_refits_on_all(rng):
+    data = make_ranking(rng, [120] * 10)
+    data = replace(data, graph_ids=tuple(f"fam{i % 5}_batch_{i}" for i in range(10)))
+    fit_idx, watch_idx = early_stop_split(data, seed=0)
+    fit_fams = {graph_family(data.graph_ids[i]) for i in fit_idx}
+    watch_fams = {graph_family(data.graph_ids[i]) for i in watch_idx}
+    assert watch_idx.size and not fit_fams & watch_fams
+    assert sorted(np.concatenate([fit_idx, watch_idx]).tolist()) == list(range(10))
+    params = replace(REGRESSION_DEFAULTS["layout"], n_estimators=400, early_stopping=10,
+                     learning_rate=0.3)
+    model = fit_family_stopped(Regression, params, data)
+    assert 1 <= model.stopped_at_ < 400                  # stopped early on the watched families
+    assert model.booster_.current_iteration() == model.stopped_at_   # refit for those rounds
+    # a single family: nothing honest to watch, so no early stopping at all
+    one = replace(data, graph_ids=tuple(f"only_batch_{i}" for i in range(10)))
+    assert early_stop_split(one, seed=0)[1].size == 0
+    assert fit_family_stopped(Regression, replace(params, n_estimators=30), one).stopped_at_ == 30
