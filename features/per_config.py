@@ -161,14 +161,16 @@ def value_frequencies(ncf: np.ndarray, rows: np.ndarray, table: ValueCounts):
     return logfreq, (codes != table.modal).astype(np.float32)
 
 
-def layout_full(g: Graph, rows: np.ndarray, *, chunk: int) -> tuple[np.ndarray, list[str]]:
-    """(r, ~160) float32 for the selected configs, computed chunk by chunk."""
+def layout_full(g: Graph, rows: np.ndarray, *, chunk: int, static=None,
+                ) -> tuple[np.ndarray, list[str]]:
+    """(r, ~160) float32 for the selected configs, computed chunk by chunk; `static` is
+    layout_static(g) when the caller already has it."""
     nc = g.node_config_ids.size
     names = [f"cfg.{grp}.{q}" for grp in GROUPS for q in NODE_QUANTITIES]
     names += [f"cfg.mean.{q}" for q in NODE_QUANTITIES] + ["cfg.all.est_traffic_bytes"]
     if nc == 0:
         return within_graph_z(np.zeros((rows.size, len(names)), np.float32), names)
-    si, sf, shapes, pad, defaults = layout_static(g)
+    si, sf, shapes, pad, defaults = layout_static(g) if static is None else static
     table = value_counts(g.node_config_feat, chunk)
     parts = []
     starts = range(0, rows.size, chunk)
