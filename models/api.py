@@ -58,6 +58,7 @@ class CostModel:
         self.models, self.settings, self.source = models, settings, source
         self.cache_size = cache_size
         self._static: OrderedDict[str, GraphStatic] = OrderedDict()
+        self.cache_hits = self.cache_misses = 0
 
     @classmethod
     def load(cls, run_dir: str | Path, *, cache_size: int = 8) -> "CostModel":
@@ -103,8 +104,10 @@ class CostModel:
     def _graph_static(self, g: Graph) -> GraphStatic:
         key = static_key(g)
         if key in self._static:
+            self.cache_hits += 1
             self._static.move_to_end(key)
             return self._static[key]
+        self.cache_misses += 1
         static = graph_static(g, self.settings)
         self._static[key] = static
         if len(self._static) > self.cache_size:

@@ -13,7 +13,6 @@ import pytest
 import pipeline
 from features.io import COLLECTIONS, DataFormatError, list_npz
 from features.sample import write_npz
-from models import api
 from models.api import CostModel
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -137,27 +136,33 @@ def test_bad_tile_arrays_and_zero_tile_candidates(model, tiny_npz):
         model.rank(**_with(tile, config_feat=tile["config_feat"][:0]))
 
 
-def test_warm_calls_reuse_graph_tables_and_equal_cold_calls(trained_run, layout_graph,
-                                                           monkeypatch):
-    builds = []
-    real = api.graph_static
-    monkeypatch.setattr(api, "graph_static", lambda g, cfg: builds.append(1) or real(g, cfg))
+def test_warm_calls_reuse_graph_tables_and_equal_cold_calls(trained_run, layout_graph):
     ncf = layout_graph["node_config_feat"]
     graph = {k: layout_graph[k] for k in GRAPH_KEYS}
     warm = CostModel.load(trained_run)
     warm.rank(**graph, node_config_feat=ncf[:60])
     got = warm.rank(**graph, node_config_feat=ncf[60:])     # new candidates, same graph
-    assert len(builds) == 1
+    assert (warm.cache_misses, warm.cache_hits) == (1, 1)
     cold = CostModel.load(trained_run).rank(**graph, node_config_feat=ncf[60:])
     np.testing.assert_array_equal(got.scores, cold.scores)
     # No candidate sets node 0's input layout: the tables may differ, so they are rebuilt.
     unset = ncf[60:].copy()
     unset[:, 0, 6:12] = -1
-    before = len(builds)
     got = warm.rank(**graph, node_config_feat=unset)
-    assert len(builds) == before + 1
+    assert (warm.cache_misses, warm.cache_hits) == (2, 1)
     cold = CostModel.load(trained_run).rank(**graph, node_config_feat=unset)
     np.testing.assert_array_equal(got.scores, cold.scores)
+    # Another graph (one node feature changed) is another entry.
+    warm.rank(**{**graph, "node_feat": graph["node_feat"] * 1.5}, node_config_feat=unset)
+    assert (warm.cache_misses, warm.cache_hits) == (3, 1)
+
+
+def test_the_cache_keeps_the_most_recent_graphs(trained_run, layout_graph):
+    model = CostModel.load(trained_run, cache_size=1)
+    other = {**layout_graph, "node_feat": layout_graph["node_feat"] * 1.5}
+    for arrays in (layout_graph, layout_graph, other, layout_graph):
+        model.rank(**arrays)
+    assert (model.cache_misses, model.cache_hits) == (3, 1)
 
 
 def test_the_readme_example_runs_as_written(trained_run, tiny_root, tmp_path, monkeypatch,
