@@ -33,7 +33,7 @@ def per_graph_scores(graph_ids, model, random, default, failing, metric: str) ->
                 label=f"compiler default first, below {floor:.2f}")
     ax.plot(x, model, "o-", color=MODEL, label="model", lw=1)
     ax.plot(x[failing], model[failing], "o", color=FAIL, ms=9, mfc="none", mew=2,
-            label="model not above both references")
+            label="model below a reference")
     ax.set_xlabel("validation graphs, model's worst first")
     ax.set_ylabel(metric)
     if n <= 40:
