@@ -3,6 +3,8 @@
     python pipeline.py build-features
     python pipeline.py train --ranker lambdarank
     python pipeline.py submit
+    python pipeline.py rank FILE.npz      # rank one graph's configs with the newest run
+    python pipeline.py report             # HTML report of the newest run
 
 Data: --data-dir, else $TPUGRAPHS_DIR, else ~/data/tpugraphs (the download root, its npz_all/
 or npz_all/npz/). With none of them present, a small generated sample is used and said so.
@@ -23,8 +25,10 @@ from features.table import FEATURE_FAMILIES
 from features.io import count_configs, list_npz
 from features import bench as fb
 from models import RANKERS
+from models.api import CostModel, format_ranking
 from models.bench import format_bench, run_bench
 from models.predict import StaleRunError, check_run, read_run, submission_rows
+from models.report import write_report
 from models.runs import TrainConfig, format_table, latest_run, train_run
 from models.submission import SubmissionError, write_csv
 
@@ -84,7 +88,9 @@ def cmd_train(args) -> int:
                                                workers=args.workers) for s in ("train", "valid"))
     info = {"signature": features.feature_signature(fcfg), "settings": asdict(fcfg),
             "data": str(source.npz_root), "sample": source.is_sample}
-    run_dir, record = train_run(cfg, data, args.cache_dir / "runs", info)
+    defaults = {c: features.default_config_rows(source.npz_root, valid, "valid", args.cache_dir)
+                for c, (_, valid) in data.items()}
+    run_dir, record = train_run(cfg, data, args.cache_dir / "runs", info, default_rows=defaults)
     print(format_table(record))
     print(f"run saved to {run_dir}")
     return 0
@@ -108,6 +114,21 @@ def cmd_submit(args) -> int:
     return 0
 
 
+def cmd_rank(args) -> int:
+    """Rank the configs of one npz file (config_runtime optional) with a trained run."""
+    run_dir = args.run or latest_run(args.cache_dir / "runs")
+    ranking = CostModel.load(run_dir).rank_file(args.file, collection=args.collection)
+    print(format_ranking(ranking, top=args.top, as_json=args.json))
+    return 0
+
+
+def cmd_report(args) -> int:
+    """Write an HTML report (validation per graph, features, rounds, timings) of a trained run."""
+    run_dir = args.run or latest_run(args.cache_dir / "runs")
+    print(f"wrote {write_report(run_dir, args.out)}")
+    return 0
+
+
 def cmd_bench(args) -> int:
     """Time and measure every stage on real-size generated files (100k-config layout file)."""
     spec = fb.QUICK if args.quick else fb.BenchSpec()
@@ -117,15 +138,16 @@ def cmd_bench(args) -> int:
 
 
 COMMANDS = {"build-features": cmd_build_features, "train": cmd_train, "submit": cmd_submit,
-            "bench": cmd_bench}
+            "rank": cmd_rank, "report": cmd_report, "bench": cmd_bench}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--data-dir", help="TpuGraphs root (default: $TPUGRAPHS_DIR, then "
-                                           "~/data/tpugraphs, then the generated sample)")
-    common.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE,
-                        help=f"where features, runs and the sample go (default {DEFAULT_CACHE})")
+    paths = argparse.ArgumentParser(add_help=False)
+    paths.add_argument("--data-dir", help="TpuGraphs root (default: $TPUGRAPHS_DIR, then "
+                                          "~/data/tpugraphs, then the generated sample)")
+    paths.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE,
+                       help=f"where features, runs and the sample go (default {DEFAULT_CACHE})")
+    common = argparse.ArgumentParser(add_help=False, parents=[paths])
     common.add_argument("--collections", nargs="+", choices=COLLECTIONS, default=list(COLLECTIONS))
     common.add_argument("--feature", action="append", default=[], metavar="KEY=VALUE",
                         help="feature setting, e.g. feature_set=basic (repeatable)")
@@ -134,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, func in COMMANDS.items():
-        p = sub.add_parser(name, parents=[common], help=func.__doc__.splitlines()[0])
+        p = sub.add_parser(name, parents=[paths if name in ("rank", "report") else common],
+                           help=func.__doc__.splitlines()[0])
         p.set_defaults(func=func)
         if name == "build-features":
             p.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS))
@@ -156,6 +179,17 @@ def build_parser() -> argparse.ArgumentParser:
                            help="ranker parameter, e.g. num_leaves=63 (repeatable)")
         elif name == "bench":
             p.add_argument("--quick", action="store_true", help="small sizes, seconds not minutes")
+        elif name == "rank":
+            p.add_argument("file", type=Path, help="npz file: a graph and its candidate configs")
+            p.add_argument("--run", type=Path, help="run directory (default: the newest)")
+            p.add_argument("--top", type=int, help="configs to print (default: tile 5, layout all)")
+            p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+            p.add_argument("--collection", choices=COLLECTIONS,
+                           help="model to use (default: from the file's place in a TpuGraphs "
+                                "tree, else tile:xla / layout:xla:random by its keys)")
+        elif name == "report":
+            p.add_argument("--run", type=Path, help="run directory (default: the newest)")
+            p.add_argument("--out", type=Path, help="report directory (default: <run>/report)")
         else:
             p.add_argument("--run", type=Path, help="run directory (default: the newest)")
             p.add_argument("--out", type=Path, default=Path("submission.csv"))

@@ -13,18 +13,20 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numba
+import numpy as np
 import polars as pl
 from tqdm import tqdm
 
 from . import cache
 from .data import DataSource, resolve_data
-from .io import COLLECTIONS, SPLITS, DataFormatError, Graph, is_tile, list_npz, read_graph
+from .io import (COLLECTIONS, SPLITS, DataFormatError, Graph, collection_dir, is_tile, list_npz,
+                 read_graph)
 from .rows import Rows
 from .table import FeatureConfig, FeatureSet, graph_table, read_parts, write_part
 
 __all__ = ["COLLECTIONS", "SPLITS", "DataFormatError", "DataSource", "FeatureConfig",
-           "FeatureSet", "Graph", "build_entry", "feature_signature", "load_entry",
-           "load_or_build", "read_meta", "resolve_data"]
+           "FeatureSet", "Graph", "build_entry", "default_config_rows", "feature_signature",
+           "load_entry", "load_or_build", "packed_root", "read_meta", "resolve_data"]
 
 # Tile graphs are tiny, so many share a part; layout files are big, so each is its own part.
 FILES_PER_PART = {"tile": 256, "layout": 1}
@@ -55,7 +57,7 @@ def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
     staging = cache.staging_dir(entry, fresh=force)
     todo = [(staging / f"part-{i:05d}.parquet", group)
             for i, group in enumerate(_parts(files, collection)) if not cache.part_done(staging, i)]
-    packed = Path(cache_root) / "packed" if pack else None
+    packed = packed_root(cache_root) if pack else None
     start = time.perf_counter()
     _run_parts(todo, collection, split, cfg, packed, workers)
     infos = [json.loads(p.read_text()) for p in sorted(staging.glob("part-*.json"))]
@@ -66,6 +68,11 @@ def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
             "wall_seconds_this_run": round(time.perf_counter() - start, 3),
             "settings": asdict(cfg), "inputs": inputs}
     return cache.publish(staging, entry, meta), True
+
+
+def packed_root(cache_root: Path) -> Path:
+    """Where the int8 copies of node_config_feat live (see io.packed_path)."""
+    return Path(cache_root) / "packed"
 
 
 def _run_parts(todo, collection: str, split: str, cfg: FeatureConfig, packed: Path | None,
@@ -130,3 +137,18 @@ def load_or_build(npz_root: Path, collection: str, split: str, cfg: FeatureConfi
     entry, _ = build_entry(npz_root, collection, split, cfg, cache_root, force=force,
                            workers=workers)
     return load_entry(entry)
+
+
+def default_config_rows(npz_root: Path, data: FeatureSet, split: str, cache_root: Path,
+                        ) -> np.ndarray:
+    """(n_rows,) bool: the row's config leaves every layout slot at -1, the compiler's own
+    choice. Always False for tile, whose configs carry no such marker."""
+    out = np.zeros(data.X.shape[0], bool)
+    if is_tile(data.collection):
+        return out
+    for g, graph_id in enumerate(data.graph_ids):
+        path = Path(npz_root) / collection_dir(data.collection) / split / f"{graph_id}.npz"
+        graph = read_graph(path, data.collection, split, packed_dir=packed_root(cache_root))
+        rows = slice(data.ptr[g], data.ptr[g + 1])
+        out[rows] = (np.asarray(graph.node_config_feat[data.config_idx[rows]]) < 0).all(axis=(1, 2))
+    return out

@@ -36,6 +36,7 @@ LAYOUT_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "nod
                "config_runtime", "node_splits")
 
 
+
 class DataFormatError(ValueError):
     """A data file or directory does not match the TpuGraphs format; the message names it."""
 
@@ -106,6 +107,16 @@ def read_graph(path: Path, collection: str, split: str, *, chunk_configs: int = 
     memory-mapped on every later read (see packed_path)."""
     path = Path(path)
     keys = TILE_KEYS if is_tile(collection) else LAYOUT_KEYS
+    if packed_dir is None:
+        arrays = _read_keys(path, keys, lambda zf: read_node_config_feat(zf, path, chunk_configs))
+    else:
+        arrays = _read_keys(path, keys, lambda zf: _packed_node_config_feat(
+            zf, path, chunk_configs, Path(packed_dir)))
+    return _validate(Graph(path=path, collection=collection, split=split, **arrays))
+
+
+def _read_keys(path: Path, keys: tuple[str, ...], read_ncf) -> dict:
+    """The file's arrays of `keys`, node_config_feat through read_ncf(zipfile)."""
     try:
         with zipfile.ZipFile(path) as zf:
             present = {name.removesuffix(".npy") for name in zf.namelist()}
@@ -114,14 +125,12 @@ def read_graph(path: Path, collection: str, split: str, *, chunk_configs: int = 
                 raise DataFormatError(f"{path}: missing key(s) {missing}; found {sorted(present)}")
             arrays = {k: _read_member(zf, k, path) for k in keys if k != "node_config_feat"}
             if "node_config_feat" in keys:
-                arrays["node_config_feat"] = (
-                    read_node_config_feat(zf, path, chunk_configs) if packed_dir is None
-                    else _packed_node_config_feat(zf, path, chunk_configs, Path(packed_dir)))
+                arrays["node_config_feat"] = read_ncf(zf)
     except DataFormatError:
         raise
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
         raise DataFormatError(f"{path}: unreadable npz ({type(exc).__name__}: {exc})") from exc
-    return _validate(Graph(path=path, collection=collection, split=split, **arrays))
+    return arrays
 
 
 def count_configs(path: Path) -> int:
@@ -156,12 +165,7 @@ def read_node_config_feat(zf: zipfile.ZipFile, path: Path, chunk_configs: int,
     """
     fp, shape, fortran, dtype = _open_npy_member(zf, "node_config_feat", path)
     with fp:
-        if len(shape) != 3 or shape[2] != N_LAYOUT_CONFIG_FEAT:
-            raise DataFormatError(
-                f"{path}: key 'node_config_feat': expected shape (c, nc, 18), found {shape}")
-        if dtype.kind not in "fiu":
-            raise DataFormatError(
-                f"{path}: key 'node_config_feat': expected a numeric dtype, found {dtype}")
+        _check_node_config_feat(shape, dtype, path)
         result = np.empty(shape, dtype=np.int8) if out is None else out
         if fortran:  # rare; not streamable, read whole
             result[...] = _to_int8(np.lib.format.read_array(fp), path, 0)
@@ -173,6 +177,15 @@ def read_node_config_feat(zf: zipfile.ZipFile, path: Path, chunk_configs: int,
             chunk = np.frombuffer(raw, dtype=dtype).reshape((rows,) + tuple(shape[1:]))
             result[start:start + rows] = _to_int8(chunk, path, start)
         return result
+
+
+def _check_node_config_feat(shape, dtype: np.dtype, path: Path) -> None:
+    if len(shape) != 3 or shape[2] != N_LAYOUT_CONFIG_FEAT:
+        raise DataFormatError(
+            f"{path}: key 'node_config_feat': expected shape (c, nc, 18), found {tuple(shape)}")
+    if dtype.kind not in "fiu":
+        raise DataFormatError(
+            f"{path}: key 'node_config_feat': expected a numeric dtype, found {dtype}")
 
 
 def packed_path(path: Path, packed_dir: Path) -> Path:

@@ -220,15 +220,16 @@ def _layout_chunk(g: Graph, rows: np.ndarray, st: LayoutStatic, table: ValueCoun
     return np.hstack([sums, means, signed_log(traffic), merges]).astype(np.float32)
 
 
-def layout_full(g: Graph, rows: np.ndarray, *, chunk: int, seed: int = 0,
+def layout_full(g: Graph, rows: np.ndarray, *, chunk: int, seed: int = 0, static=None,
                 ) -> tuple[np.ndarray, list[str]]:
     """(r, ~600) float32 for the selected configs, computed chunk by chunk; z-scores and value
-    shares come from `stat_rows`, never from the selected (label-dependent) rows."""
+    shares come from `stat_rows`, never from the selected (label-dependent) rows. `static` is
+    layout_static(g) when the caller already has it."""
     names = layout_names()
     if g.node_config_ids.size == 0:
         return within_graph_z(np.zeros((rows.size, len(names)), np.float32),
                               np.zeros((1, len(names)), np.float32), names)
-    st = layout_static(g)
+    st = layout_static(g) if static is None else static
     sample = stat_rows(g, seed)
     table = value_counts(K.config_codes(g.node_config_feat[sample]))
     wanted = np.union1d(rows, sample)

@@ -5,16 +5,18 @@ ptr[g]:ptr[g+1]. Stored as parquet parts plus JSON, never pickles.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
 
 from .io import Graph, is_tile
-from .per_config import EXTRACTORS
+from .per_config import EXTRACTORS, layout_static
 from .per_graph import graph_features
 from .rows import Rows, select_rows
 
@@ -117,20 +119,74 @@ class FeatureSet:
                           collection=self.collection, columns=self.columns, meta=self.meta)
 
 
-def graph_table(g: Graph, cfg: FeatureConfig) -> tuple[np.ndarray, list[str], Rows]:
-    """(r, d) float32 feature rows of one graph, their column names and the selected rows."""
+class GraphStatic(NamedTuple):
+    """What every row of a graph shares, whichever configs are ranked: the per-graph features
+    and, for 'full' layout features, per_config.layout_static's per-configurable-node tables."""
+    values: np.ndarray     # (d,) float32
+    names: list[str]
+    layout: object | None
+
+
+def graph_static(g: Graph, cfg: FeatureConfig) -> GraphStatic:
+    gv, gnames = graph_features(g, cfg.feature_set)
+    needs_tables = (not is_tile(g.collection) and cfg.feature_set == "full"
+                    and g.node_config_ids.size > 0)
+    return GraphStatic(gv, gnames, layout_static(g) if needs_tables else None)
+
+
+def static_key(g: Graph) -> str:
+    """Content hash of what graph_static reads: the collection, the graph's arrays and, of the
+    configs, only the most layout slots any of them sets per node and section (layout_static
+    picks each node's operands by it)."""
+    h = hashlib.blake2b(g.collection.encode(), digest_size=16)
+    for arr in (g.node_feat, g.node_opcode, g.edge_index, g.node_config_ids, g.node_splits,
+                _slots_set(g.node_config_feat)):
+        if arr is not None:
+            h.update(repr((arr.dtype.str, arr.shape)).encode())
+            h.update(np.ascontiguousarray(arr).data)
+    return h.hexdigest()
+
+
+def _slots_set(ncf: np.ndarray | None) -> np.ndarray | None:
+    """(nc, 3) uint8: the most of its 6 slots any config sets in each node's output, input and
+    kernel section. Adding the six byte columns beats a reduction over a length-6 axis 7x."""
+    if ncf is None:
+        return None
+    c, nc = ncf.shape[:2]
+    s = (np.asarray(ncf) >= 0).view(np.uint8).reshape(c, nc * 3, 6)
+    counts = s[..., 0] + s[..., 1] + s[..., 2] + s[..., 3] + s[..., 4] + s[..., 5]
+    return (counts.max(axis=0) if c else np.zeros(nc * 3, np.uint8)).reshape(nc, 3)
+
+
+def graph_table(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None,
+                ) -> tuple[np.ndarray, list[str], Rows]:
+    """(r, d) float32 feature rows of one graph, their column names and the selected rows.
+
+    `static`: graph_static(g, cfg) computed earlier for the same graph (see static_key)."""
     limit = cfg.max_train_configs_tile if is_tile(g.collection) else cfg.max_train_configs_layout
     rows = select_rows(g, max_train_configs=limit, fastest_fraction=cfg.fastest_fraction,
                        max_valid_configs=cfg.max_valid_configs, seed=cfg.seed,
                        chunk=cfg.chunk_configs)
-    gv, gnames = graph_features(g, cfg.feature_set)
+    if static is None:
+        static = graph_static(g, cfg)
     kind = "tile" if is_tile(g.collection) else "layout"
+    extra = {} if static.layout is None else {"static": static.layout}
     cv, cnames = EXTRACTORS[(kind, cfg.feature_set)](g, rows.config_idx, chunk=cfg.chunk_configs,
-                                                     seed=cfg.seed)
+                                                     seed=cfg.seed, **extra)
+    gv = static.values
     X = np.empty((rows.config_idx.size, gv.size + cv.shape[1]), np.float32)
     X[:, :gv.size] = gv
     X[:, gv.size:] = cv
-    return X, gnames + cnames, rows
+    return X, static.names + cnames, rows
+
+
+def graph_feature_set(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None,
+                      ) -> FeatureSet:
+    """One graph's rows as a FeatureSet in memory, as a cache entry would hold them."""
+    X, columns, rows = graph_table(g, cfg, static)
+    return FeatureSet(X=X, runtime=rows.runtime, config_idx=rows.config_idx,
+                      dup_count=rows.dup_count, ptr=np.array([0, X.shape[0]], np.int64),
+                      graph_ids=(g.graph_id,), collection=g.collection, columns=tuple(columns))
 
 
 def write_part(path: Path, tables: list[tuple[str, np.ndarray, Rows]], columns: list[str]) -> None:

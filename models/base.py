@@ -23,6 +23,8 @@ class Ranker(Protocol):
     def fit(self, train: FeatureSet, valid: FeatureSet | None = None) -> "Ranker": ...
     def predict(self, data: FeatureSet) -> np.ndarray: ...
     def save(self, directory: Path) -> None: ...
+    def gain_importance(self) -> np.ndarray: ...
+    def round_scores(self, data: FeatureSet, points: int) -> tuple[list[int], list[np.ndarray]]: ...
 
 
 def within_graph_rank(runtime: np.ndarray, ptr: np.ndarray) -> np.ndarray:
@@ -89,6 +91,18 @@ def normalize_per_graph(scores: np.ndarray, ptr: np.ndarray) -> np.ndarray:
         span = s.max() - s.min() if s.size else 0.0
         out[ptr[g]:ptr[g + 1]] = (s - s.min()) / span if span > 0 else 0.0
     return out
+
+
+def round_grid(total: int, points: int, also: int) -> list[int]:
+    """About `points` evenly spaced round counts in 1..total, plus total and `also` (the round
+    predict() stops at) when it lies in 1..total."""
+    if total <= 0:
+        return []
+    step = max(1, -(-total // max(points, 1)))
+    grid = set(range(step, total + 1, step)) | {total}
+    if 1 <= also <= total:
+        grid.add(also)
+    return sorted(grid)
 
 
 def apply_overrides(params, overrides: dict[str, object]):

@@ -13,6 +13,7 @@ from features import bench as fb
 from features.io import packed_path
 
 from .lgbm import LAMBDARANK_DEFAULTS, LambdaRank
+from .rank_bench import QUICK_RANK, RankSpec, format_rank_notes, rank_stages
 
 
 def train_predict_stage(entry: Path, n_estimators: int) -> tuple[float, float, int]:
@@ -69,7 +70,9 @@ def run_bench(cache_root: Path, spec: fb.BenchSpec, *, workers: int = 2, log=pri
                            work, workers=workers)
     fit_s, predict_s, n = run("train + predict lambdarank (tile)", train_predict_stage, entry, 200,
                               items=tile_rows, unit="rows")
-    notes = {"layout_rows": rows, "split": split, "per_config_seconds": per_config,
+    rank_rows, ranking = rank_stages(QUICK_RANK if spec == fb.QUICK else RankSpec(), log)
+    stages += rank_rows
+    notes = {"ranking": ranking, "layout_rows": rows, "split": split, "per_config_seconds": per_config,
              "tile_rows": tile_rows, "fit_seconds": fit_s, "predict_seconds": predict_s,
              "int8_mb": c * spec.layout_config_nodes * 18 / 2**20}
     return stages, notes
@@ -96,4 +99,6 @@ def format_bench(stages, notes) -> str:
                   for n, t in notes["per_config_seconds"].items()),
               f"train {notes['fit_seconds']:.1f}s + predict {notes['predict_seconds']:.2f}s "
               f"on {notes['tile_rows']:,} tile rows (fit/predict wall inside the stage)"]
+    if "ranking" in notes:
+        lines += format_rank_notes(notes["ranking"])
     return "\n".join(lines)

@@ -19,7 +19,7 @@ from features import FeatureSet
 
 from . import metrics
 from .progress import lightgbm_callback, rounds_bar
-from .base import (MAX_LGBM_GROUP, read_params, runtime_to_grade, split_groups,
+from .base import (MAX_LGBM_GROUP, read_params, round_grid, runtime_to_grade, split_groups,
                    standardized_log_runtime, write_params)
 
 
@@ -134,6 +134,22 @@ class _LightGBMRanker:
         directory.mkdir(parents=True, exist_ok=True)
         self.booster_.save_model(str(directory / "model.txt"), num_iteration=self.best_iteration_)
         write_params(directory, self.params, {"best_iteration": self.best_iteration_})
+
+    def gain_importance(self) -> np.ndarray:
+        """(n_features,) total split gain per feature of the trees predict() uses."""
+        return self.booster_.feature_importance("gain", iteration=self.best_iteration_)
+
+    def round_scores(self, data: FeatureSet, points: int) -> tuple[list[int], list[np.ndarray]]:
+        """Scores after about `points` evenly spaced numbers of the rounds the booster holds
+        (after early stopping LightGBM keeps those up to the best), adding block by block."""
+        rounds = round_grid(self.booster_.current_iteration(), points, self.best_iteration_)
+        total, done, out = np.zeros(data.X.shape[0]), 0, []
+        for r in rounds:
+            total = total + self.booster_.predict(data.X, start_iteration=done,
+                                                  num_iteration=r - done)
+            done = r
+            out.append(total)
+        return rounds, out
 
     @classmethod
     def load(cls, directory: Path):

@@ -41,13 +41,19 @@ def submission_rows(run_dir: Path, test_sets: dict[str, FeatureSet],
     without = read_run(run_dir)["train_config"].get("without", ())
     for collection, data in test_sets.items():
         data = data.without(without)
-        models = load_models(run_dir, collection)
-        if not models:
-            raise StaleRunError(f"{run_dir}: model files for {collection} are missing")
         rows += to_rows(collection, data.graph_ids, data.config_idx,
-                        ensemble_scores(models, data), data.ptr)
+                        ensemble_scores(collection_models(run_dir, collection), data), data.ptr)
     check_rows(rows, expected)
     return rows
 
 
-__all__ = ["StaleRunError", "SubmissionError", "check_run", "read_run", "submission_rows"]
+def collection_models(run_dir: Path, collection: str) -> list:
+    """The run's models (one per seed) of a collection; StaleRunError if there are none."""
+    models = load_models(run_dir, collection)
+    if not models:
+        raise StaleRunError(f"{run_dir}: model files for {collection} are missing")
+    return models
+
+
+__all__ = ["StaleRunError", "SubmissionError", "check_run", "collection_models", "read_run",
+           "submission_rows"]

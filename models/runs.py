@@ -21,7 +21,7 @@ from features import FeatureSet
 from features.table import FEATURE_FAMILIES
 from features.cache import atomic_dir, fingerprint, source_digest
 
-from . import RANKERS, collection_kind, metrics
+from . import RANKERS, collection_kind, diagnostics, metrics
 from .base import apply_overrides, normalize_per_graph
 from .selection import family_folds, fit_family_stopped
 
@@ -66,6 +66,8 @@ class CollectionResult:
     seconds: float
     cv_mean: float = float("nan")
     rounds: list[int] = field(default_factory=list)  # per seed, chosen on held-out families
+    default_per_graph: np.ndarray | None = None   # 'compiler default first' (models/diagnostics)
+    stages: dict = field(default_factory=dict)    # wall seconds per training stage
 
     @property
     def mean(self) -> float:
@@ -80,8 +82,21 @@ class CollectionResult:
                 "random_mean": metrics.collection_score(self.random_per_graph),
                 "cv_mean": None if np.isnan(self.cv_mean) else self.cv_mean,
                 "rounds": self.rounds,
-                "per_graph": dict(zip(self.graph_ids, map(_finite_or_none, self.per_graph))),
-                "seconds": round(self.seconds, 2)}
+                "per_graph": _by_graph(self.graph_ids, self.per_graph),
+                "seconds": round(self.seconds, 2),
+                **self._references(), "stages": {k: round(v, 3) for k, v in self.stages.items()}}
+
+    def _references(self) -> dict:
+        """Per-graph scores of random order and of 'compiler default first'."""
+        out = {"random_per_graph": _by_graph(self.graph_ids, self.random_per_graph)}
+        if self.default_per_graph is not None:
+            out["default_per_graph"] = _by_graph(self.graph_ids, self.default_per_graph)
+            out["default_mean"] = _finite_or_none(metrics.collection_score(self.default_per_graph))
+        return out
+
+
+def _by_graph(graph_ids, values: np.ndarray) -> dict:
+    return dict(zip(graph_ids, map(_finite_or_none, values)))
 
 
 def _finite_or_none(x: float):
@@ -130,22 +145,30 @@ def cross_validate(cfg: TrainConfig, train: FeatureSet) -> float:
 
 
 def train_collection(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet,
-                     out_dir: Path) -> CollectionResult:
-    start = time.perf_counter()
+                     out_dir: Path, is_default: np.ndarray | None = None) -> CollectionResult:
+    """is_default: (valid rows,) bool, the row's config is the compiler default (for the report)."""
+    start, clock = time.perf_counter(), diagnostics.Stopwatch()
     if train.n_graphs == 0:
         raise ValueError(f"{train.collection}: no training graphs")
-    models = fit_seeds(cfg, train)
-    seed_means = []
-    for i, m in enumerate(models):
-        m.save(out_dir / f"seed-{i}")
-        seed_means.append(metrics.collection_score(metrics.per_graph_scores(
-            valid.collection, m.predict(valid), valid.runtime, valid.ptr)))
-    per_graph = metrics.per_graph_scores(valid.collection, ensemble_scores(models, valid),
-                                         valid.runtime, valid.ptr)
+    with clock("fit"):
+        models = fit_seeds(cfg, train)
+    with clock("validate"):
+        seed_means = []
+        for i, m in enumerate(models):
+            m.save(out_dir / f"seed-{i}")
+            seed_means.append(metrics.collection_score(metrics.per_graph_scores(
+                valid.collection, m.predict(valid), valid.runtime, valid.ptr)))
+        scores = ensemble_scores(models, valid)
+        per_graph = metrics.per_graph_scores(valid.collection, scores, valid.runtime, valid.ptr)
+    with clock("cross-validate"):
+        cv = cross_validate(cfg, train)
+    with clock("report data"):
+        diagnostics.save(out_dir, models, valid, scores, is_default)
     return CollectionResult(valid.collection, per_graph, random_reference(
         valid.collection, valid, cfg.seed), seed_means, valid.graph_ids,
-        time.perf_counter() - start, cross_validate(cfg, train),
-        [int(m.stopped_at_) for m in models])
+        time.perf_counter() - start, cv_mean=cv, rounds=[int(m.stopped_at_) for m in models],
+        default_per_graph=diagnostics.default_first_per_graph(valid, is_default),
+        stages=clock.seconds)
 
 
 def run_key(cfg: TrainConfig, feature_keys: dict) -> str:
@@ -156,8 +179,11 @@ def run_key(cfg: TrainConfig, feature_keys: dict) -> str:
 
 
 def train_run(cfg: TrainConfig, data: dict[str, tuple[FeatureSet, FeatureSet]],
-              runs_root: Path, feature_info: dict, log=print) -> tuple[Path, dict]:
-    """Train every collection in `data`, then publish the run directory atomically."""
+              runs_root: Path, feature_info: dict, log=print,
+              default_rows: dict[str, np.ndarray] | None = None) -> tuple[Path, dict]:
+    """Train every collection in `data`, then publish the run directory atomically.
+
+    default_rows: per collection, which validation rows hold the compiler's default config."""
     data = {c: (t.without(cfg.without), v.without(cfg.without)) for c, (t, v) in data.items()}
     keys = {c: {"train": t.meta.get("key"), "valid": v.meta.get("key")}
             for c, (t, v) in data.items()}
@@ -168,8 +194,10 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[FeatureSet, FeatureSet]],
             log(f"training {cfg.ranker} on {collection}: {train.n_graphs} graphs, "
                 f"{train.X.shape[0]} rows x {train.X.shape[1]} features")
             results[collection] = train_collection(cfg, train, valid,
-                                                   tmp / collection.replace(":", "-"))
-        record = _run_record(cfg, results, keys, feature_info)
+                                                   tmp / collection.replace(":", "-"),
+                                                   (default_rows or {}).get(collection))
+        record = _run_record(cfg, results, keys, {**feature_info,
+                                                  "build_seconds": _build_seconds(data)})
         (tmp / "run.json").write_text(json.dumps(record, indent=1))
     return run_dir, record
 
@@ -184,6 +212,12 @@ def _run_record(cfg: TrainConfig, results: dict, keys: dict, feature_info: dict)
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git": _git_describe(),
             "versions": {"lightgbm": lightgbm.__version__, "xgboost": xgboost.__version__,
                          "numpy": np.__version__, "python": platform.python_version()}}
+
+
+def _build_seconds(data: dict[str, tuple[FeatureSet, FeatureSet]]) -> dict:
+    """Wall time of the build that made each feature cache entry (maybe by an earlier command)."""
+    return {c: {"train": t.meta.get("wall_seconds_this_run"),
+                "valid": v.meta.get("wall_seconds_this_run")} for c, (t, v) in data.items()}
 
 
 def _git_describe() -> str | None:

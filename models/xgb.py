@@ -17,7 +17,7 @@ from features import FeatureSet
 
 from . import metrics
 from .progress import XGBoostProgress, rounds_bar
-from .base import qid_from_ptr, read_params, within_graph_rank, write_params
+from .base import qid_from_ptr, read_params, round_grid, within_graph_rank, write_params
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,27 @@ class XGBoostRank:
             return np.zeros(0)
         return self.booster_.predict(xgb.DMatrix(data.X),
                                      iteration_range=(0, self.best_iteration_))
+
+    def gain_importance(self) -> np.ndarray:
+        """(n_features,) total split gain per feature of the trees predict() uses."""
+        gain = self.booster_[:self.best_iteration_].get_score(importance_type="total_gain")
+        out = np.zeros(self.booster_.num_features())
+        for name, value in gain.items():  # unnamed columns are called f0, f1, ...
+            out[int(name[1:])] = value
+        return out
+
+    def round_scores(self, data: FeatureSet, points: int) -> tuple[list[int], list[np.ndarray]]:
+        """Scores after about `points` evenly spaced numbers of trained rounds, adding block by
+        block; each block's margin repeats the base score, a shift no within-graph metric sees."""
+        rounds = round_grid(self.booster_.num_boosted_rounds(), points, self.best_iteration_)
+        matrix = xgb.DMatrix(data.X)
+        total, done, out = np.zeros(data.X.shape[0]), 0, []
+        for r in rounds:
+            total = total + self.booster_.predict(matrix, iteration_range=(done, r),
+                                                  output_margin=True)
+            done = r
+            out.append(total)
+        return rounds, out
 
     def save(self, directory: Path) -> None:
         directory = Path(directory)

@@ -1,6 +1,7 @@
 """Shared fixtures: a tiny generated TpuGraphs tree (made once per session) and a seeded rng."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,34 @@ def tiny_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_npz(tiny_root) -> Path:
     return tiny_root / "npz_all" / "npz"
+
+
+QUICK = ["--set", "n_estimators=40", "--set", "early_stopping=10"]
+
+
+@pytest.fixture(scope="session")
+def trained(tiny_root, tmp_path_factory):
+    """Features and a quick LambdaRank run on the tiny tree: (cache dir, the common CLI args)."""
+    import pipeline
+
+    cache = tmp_path_factory.mktemp("cache")
+    common = ["--data-dir", str(tiny_root), "--cache-dir", str(cache), "--workers", "1"]
+    assert pipeline.main(["build-features", *common]) == 0
+    assert pipeline.main(["train", "--ranker", "lambdarank", *common, *QUICK]) == 0
+    return cache, common
+
+
+@pytest.fixture(scope="session")
+def trained_run(trained) -> Path:
+    """The directory of the `trained` run: the LambdaRank run holding all five collections
+    (other tests add runs of other rankers or fewer collections to the same cache)."""
+    from features.io import COLLECTIONS
+
+    cache, _ = trained
+    runs = [p.parent for p in (cache / "runs").glob("lambdarank-*/run.json")
+            if set(json.loads(p.read_text())["metrics"]) == set(COLLECTIONS)]
+    assert len(runs) == 1, runs
+    return runs[0]
 
 
 @pytest.fixture

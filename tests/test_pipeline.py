@@ -13,17 +13,9 @@ import pipeline
 from features import FeatureConfig
 from features.io import COLLECTIONS, count_configs, list_npz
 
+from .conftest import QUICK
+
 README = Path(__file__).resolve().parents[1] / "README.md"
-QUICK = ["--set", "n_estimators=40", "--set", "early_stopping=10"]
-
-
-@pytest.fixture(scope="module")
-def trained(tiny_root, tmp_path_factory):
-    cache = tmp_path_factory.mktemp("cache")
-    common = ["--data-dir", str(tiny_root), "--cache-dir", str(cache), "--workers", "1"]
-    assert pipeline.main(["build-features", *common]) == 0
-    assert pipeline.main(["train", "--ranker", "lambdarank", *common, *QUICK]) == 0
-    return cache, common
 
 
 def test_train_records_a_run_that_beats_random(trained):

@@ -1,0 +1,89 @@
+"""Candidates to rank: one graph plus configs, no runtimes (they are what a ranking predicts).
+
+From a file (`read_candidates`) or from arrays an autotuner holds (`graph_from_arrays`), validated
+by the loader's own rules in io.py, into a test-split Graph: zero runtimes, every config a row.
+"""
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from .io import (COLLECTIONS, LAYOUT_KEYS, SPLITS, TILE_KEYS, DataFormatError, Graph,
+                 _check_node_config_feat, _expect, _read_keys, _to_int8, _validate,
+                 collection_dir, is_tile, read_node_config_feat)
+
+CANDIDATE_KEYS = {"tile": TILE_KEYS[:4],
+                  "layout": tuple(k for k in LAYOUT_KEYS if k != "config_runtime")}
+
+
+def read_candidates(path: Path, collection: str, *, chunk_configs: int = 4096) -> Graph:
+    """Read a file whose configs are to be ranked: validated like read_graph, but runtimes may be
+    absent or zero; they are ignored."""
+    path = Path(path)
+    keys = CANDIDATE_KEYS["tile" if is_tile(collection) else "layout"]
+    arrays = _read_keys(path, keys, lambda zf: read_node_config_feat(zf, path, chunk_configs))
+    return _candidates(arrays, collection, path)
+
+
+def graph_from_arrays(arrays: dict, collection: str, *, name: str = "<arrays>") -> Graph:
+    """Validate in-memory candidates exactly as a file's (shapes, dtypes, slot values -1..5);
+    errors name `name`. node_splits may be (1, s) as in the files, 1-D, or absent (none known)."""
+    path = Path(name)
+    keys = CANDIDATE_KEYS["tile" if is_tile(collection) else "layout"]
+    arrays = {k: np.asarray(v) for k, v in arrays.items() if v is not None}
+    if "node_splits" in keys:
+        splits = arrays.get("node_splits", np.zeros(0, np.int64))
+        arrays["node_splits"] = splits.reshape(1, -1) if splits.ndim == 1 else splits
+    missing = [k for k in keys if k not in arrays]
+    if missing:
+        raise DataFormatError(f"{path}: missing array(s) {missing} for {collection}")
+    if "node_config_feat" in keys:
+        ncf = arrays["node_config_feat"]
+        _check_node_config_feat(ncf.shape, ncf.dtype, path)
+        arrays["node_config_feat"] = _to_int8(ncf, path, 0)
+    return _candidates({k: arrays[k] for k in keys}, collection, path)
+
+
+def _candidates(arrays: dict, collection: str, path: Path) -> Graph:
+    """A test-split Graph: zero runtimes (and unit tile normalizers) filled in."""
+    key = "config_feat" if is_tile(collection) else "node_config_feat"
+    shape = np.shape(arrays[key])
+    c = shape[0] if shape else 0
+    _expect(c > 0, path, key, "at least one candidate config", f"shape {shape}")
+    extra = {"config_runtime": np.zeros(c, np.int64)}
+    if is_tile(collection):
+        extra["config_runtime_normalizers"] = np.ones(c, np.int64)
+    return _validate(Graph(path=path, collection=collection, split="test", **arrays, **extra))
+
+
+def candidate_kind(keys, path: Path) -> str:
+    """'tile' or 'layout', from which config key is present (config_feat / node_config_feat)."""
+    kinds = [kind for kind, key in (("tile", "config_feat"), ("layout", "node_config_feat"))
+             if key in keys]
+    if len(kinds) != 1:
+        raise DataFormatError(f"{path}: expected exactly one of 'config_feat' (tile) or "
+                              f"'node_config_feat' (layout), found {sorted(keys)}")
+    return kinds[0]
+
+
+def npz_keys(path: Path) -> list[str]:
+    """The array names stored in an npz file."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return [name.removesuffix(".npy") for name in zf.namelist()]
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise DataFormatError(f"{path}: unreadable npz ({type(exc).__name__}: {exc})") from exc
+
+
+def collection_from_path(path: Path) -> str | None:
+    """The collection of a file in a TpuGraphs tree (.../layout/xla/random/test/x.npz), or None."""
+    parent = Path(path).resolve().parent
+    if parent.name not in SPLITS:
+        return None
+    for collection in COLLECTIONS:
+        parts = collection_dir(collection).parts
+        if parent.parent.parts[-len(parts):] == parts:
+            return collection
+    return None

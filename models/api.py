@@ -1,0 +1,142 @@
+"""A trained run as a cost model an autotuner can call: rank the candidate configs of one graph.
+
+    model = CostModel.load(run_dir)
+    ranking = model.rank(node_feat=..., node_opcode=..., edge_index=..., node_config_ids=...,
+                         node_splits=..., node_config_feat=candidates)     # (c, nc, 18)
+    ranking.order[:10]      # candidate indices, predicted fastest first
+
+Features and models are exactly `submit`'s (features.table.graph_table, models.predict), so a
+test file ranks identically through either. An autotuner asks again and again about one graph
+with new candidates, so what depends only on the graph is computed once and kept, keyed by the
+graph's content (features.table.static_key), for the last `cache_size` graphs.
+"""
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import features
+from features import COLLECTIONS, FeatureConfig, Graph
+from features.candidates import (candidate_kind, collection_from_path, graph_from_arrays,
+                                 npz_keys, read_candidates)
+from features.table import GraphStatic, graph_feature_set, graph_static, static_key
+
+from .metrics import TILE_TOP_K, predicted_order
+from .predict import StaleRunError, check_run, collection_models, read_run
+from .runs import ensemble_scores
+
+# A layout graph outside the TpuGraphs tree gets the random-search model: random search covers
+# the config space evenly, as an autotuner's proposals do, where the genetic 'default' search
+# stays close to the compiler default.
+DEFAULT_COLLECTION = {"tile": "tile:xla", "layout": "layout:xla:random"}
+
+
+@dataclass(frozen=True)
+class Ranking:
+    collection: str
+    scores: np.ndarray    # (c,) float64 per candidate, higher = predicted faster
+    order: np.ndarray     # (c,) int64 candidate indices, predicted fastest first
+
+    def top(self, k: int | None = None) -> list[tuple[int, float]]:
+        """[(candidate index, score)] of the k predicted fastest (all when k is None)."""
+        return [(int(i), float(self.scores[i])) for i in self.order[:k]]
+
+
+class CostModel:
+    """Scores candidate configs of a graph with one trained model per collection.
+
+    The within-graph statistics among the features (z-scores of the config features, how often
+    each node's layout value occurs) are taken over the configs present, that is, over the
+    candidates passed to one call: rank a graph's candidates together, not one at a time."""
+
+    def __init__(self, models: dict[str, list], settings: FeatureConfig, *,
+                 cache_size: int = 8, source: str = ""):
+        self.models, self.settings, self.source = models, settings, source
+        self.cache_size = cache_size
+        self._static: OrderedDict[str, GraphStatic] = OrderedDict()
+        self.cache_hits = self.cache_misses = 0
+
+    @classmethod
+    def load(cls, run_dir: str | Path, *, cache_size: int = 8) -> "CostModel":
+        """Every collection's models of a run made by `pipeline.py train`; StaleRunError if the
+        run was trained on other feature code or settings than the current ones."""
+        run_dir = Path(run_dir)
+        record = read_run(run_dir)
+        settings = FeatureConfig(**record["features"]["settings"])
+        check_run(record, run_dir, [], features.feature_signature(settings))
+        models = {c: collection_models(run_dir, c) for c in record["metrics"]}
+        return cls(models, settings, cache_size=cache_size, source=str(run_dir))
+
+    def rank(self, *, node_feat, node_opcode, edge_index, node_config_ids=None,
+             node_splits=None, node_config_feat=None, config_feat=None,
+             collection: str | None = None, name: str = "graph") -> Ranking:
+        """Rank candidates given as arrays, named as in the dataset: layout candidates as
+        node_config_feat (c, nc, 18) with node_config_ids (nc,), tile ones as config_feat (c, 24).
+        No runtimes. `collection` picks the model (default tile:xla / layout:xla:random); `name`
+        stands for a file stem (graph id) and names the input in errors (DataFormatError)."""
+        arrays = dict(node_feat=node_feat, node_opcode=node_opcode, edge_index=edge_index,
+                      node_config_ids=node_config_ids, node_splits=node_splits,
+                      node_config_feat=node_config_feat, config_feat=config_feat)
+        given = [k for k, v in arrays.items() if v is not None]
+        kind = candidate_kind(given, Path(name))
+        g = graph_from_arrays(arrays, self._collection(kind, collection), name=name)
+        return self.rank_graph(g)
+
+    def rank_file(self, path: str | Path, *, collection: str | None = None) -> Ranking:
+        """Rank every config of an npz file; config_runtime may be missing or zero. The collection
+        comes from `collection`, else the file's place in a TpuGraphs tree, else its keys."""
+        path = Path(path)
+        kind = candidate_kind(npz_keys(path), path)
+        chosen = self._collection(kind, collection or collection_from_path(path))
+        return self.rank_graph(read_candidates(path, chosen,
+                                               chunk_configs=self.settings.chunk_configs))
+
+    def rank_graph(self, g: Graph) -> Ranking:
+        """Rank the configs of a validated test-split Graph (see features.candidates)."""
+        data = graph_feature_set(g, self.settings, self._graph_static(g))
+        scores = ensemble_scores(self.models[g.collection], data)
+        return Ranking(g.collection, scores, data.config_idx[predicted_order(scores)])
+
+    def _graph_static(self, g: Graph) -> GraphStatic:
+        key = static_key(g)
+        if key in self._static:
+            self.cache_hits += 1
+            self._static.move_to_end(key)
+            return self._static[key]
+        self.cache_misses += 1
+        static = graph_static(g, self.settings)
+        self._static[key] = static
+        if len(self._static) > self.cache_size:
+            self._static.popitem(last=False)
+        return static
+
+    def _collection(self, kind: str, collection: str | None) -> str:
+        chosen = collection or DEFAULT_COLLECTION[kind]
+        if chosen not in COLLECTIONS:
+            raise ValueError(f"unknown collection {chosen!r}; expected one of {COLLECTIONS}")
+        if chosen.split(":")[0] != kind:
+            raise ValueError(f"{kind} candidates cannot be ranked by the {chosen} model")
+        if chosen not in self.models:
+            raise StaleRunError(f"{self.source or 'this model'} has no model for {chosen}; it has "
+                                f"{sorted(self.models)}")
+        return chosen
+
+
+def format_ranking(ranking: Ranking, *, top: int | None = None, as_json: bool = False) -> str:
+    """The top configs (default: 5 for tile, all for layout) as a table or as JSON."""
+    if top is None and ranking.collection.startswith("tile"):
+        top = TILE_TOP_K
+    picks = ranking.top(top)
+    if as_json:
+        return json.dumps({"collection": ranking.collection,
+                           "n_candidates": int(ranking.order.size),
+                           "configs": [i for i, _ in picks], "scores": [s for _, s in picks]})
+    lines = [f"{ranking.collection}: {len(picks)} of {ranking.order.size} configs, "
+             f"predicted fastest first (score: higher = faster)",
+             f"{'rank':>5} {'config':>7} {'score':>8}"]
+    lines += [f"{r:>5} {i:>7} {s:>8.4f}" for r, (i, s) in enumerate(picks, 1)]
+    return "\n".join(lines)

@@ -1,0 +1,189 @@
+"""`bench` stages of the cost-model API (models/api.py): latency of one `CostModel.rank` call.
+
+On one core (the child is pinned to one CPU, Numba to one thread): ranking `candidates` configs
+of a generated layout graph of `nodes` nodes and `config_nodes` configurable nodes, cold (the
+graph's tables built) and warm (same graph, new candidates), and ranking `tile_configs` tile
+configs. Models are LambdaRank with the default settings trained to all 600 rounds (no early
+stopping), the largest a default run makes. Targets per 1,000 layout candidates: warm <= 100 ms,
+cold <= 1 s. A profile of one warm call says where its time goes.
+"""
+from __future__ import annotations
+
+import cProfile
+import os
+import pstats
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from features import FeatureConfig, bench as fb, sample, synth_graph
+from features.candidates import graph_from_arrays
+from features.io import read_graph
+from features.table import graph_feature_set, graph_static, static_key
+
+from .api import CostModel
+from .lgbm import LAMBDARANK_DEFAULTS, LambdaRank
+from .runs import ensemble_scores
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    nodes: int = 3000
+    config_nodes: int = 600
+    candidates: int = 1000
+    train_configs: int = 2000     # configs of the graph the layout model is trained on
+    tile_configs: int = 1000
+    tile_train_graphs: int = 8
+    warm_calls: int = 5
+    seed: int = 0
+
+
+QUICK_RANK = RankSpec(nodes=400, config_nodes=60, candidates=200, train_configs=300,
+                      tile_configs=200, tile_train_graphs=3, warm_calls=2)
+LAYOUT, TILE = "layout:xla:random", "tile:xla"
+GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
+
+
+def _layout_arrays(rng, n_nodes: int, n_config_nodes: int, n_configs: int, runtime: bool):
+    graph = synth_graph.build_graph(rng, n_nodes, "xla")
+    ids = sample.choose_config_nodes(rng, graph, n_config_nodes)
+    cfg = sample.layout_configs(rng, graph, ids, n_configs, "random")
+    rt = sample.layout_runtime(graph, ids, cfg, rng, 0.003) if runtime else None
+    return graph, ids, sample.layout_arrays(graph, ids, cfg, rt)
+
+
+def _train(arrays: list[dict], collection: str, tmp: Path) -> LambdaRank:
+    """LambdaRank, default settings, all rounds (no validation set), on these train graphs,
+    written as files and read back so they are validated like any other."""
+    settings = FeatureConfig(max_train_configs_layout=0, max_train_configs_tile=0)
+    sets = []
+    for i, a in enumerate(arrays):
+        sample.write_npz(tmp / f"{collection.replace(':', '-')}-{i}.npz", a)
+        g = read_graph(tmp / f"{collection.replace(':', '-')}-{i}.npz", collection, "train")
+        sets.append(graph_feature_set(g, settings))
+    data = replace(sets[0], X=np.concatenate([s.X for s in sets]),
+                   runtime=np.concatenate([s.runtime for s in sets]),
+                   config_idx=np.concatenate([s.config_idx for s in sets]),
+                   dup_count=np.concatenate([s.dup_count for s in sets]),
+                   ptr=np.concatenate([[0], np.cumsum([s.X.shape[0] for s in sets])]),
+                   graph_ids=tuple(f"g{i}" for i in range(len(sets))))
+    kind = "tile" if collection.startswith("tile") else "layout"
+    return LambdaRank(LAMBDARANK_DEFAULTS[kind]).fit(data)
+
+
+def _models(spec: RankSpec, rng, tmp: Path) -> tuple[CostModel, dict, list[np.ndarray]]:
+    graph, ids, train = _layout_arrays(rng, spec.nodes, spec.config_nodes, spec.train_configs,
+                                       runtime=True)
+    calls = [sample.layout_configs(rng, graph, ids, spec.candidates, "random")
+             for _ in range(spec.warm_calls + 1)]
+    tiles = []
+    for _ in range(spec.tile_train_graphs + 1):
+        g = synth_graph.build_graph(rng, int(rng.integers(8, 40)), "xla")
+        tiles.append(sample.tile_arrays(rng, g, spec.tile_configs, "train", 0.003))
+    models = {LAYOUT: [_train([train], LAYOUT, tmp)], TILE: [_train(tiles[1:], TILE, tmp)]}
+    graph_arrays = {k: train[k] for k in GRAPH_KEYS}
+    return CostModel(models, FeatureConfig()), {"layout": graph_arrays, "tile": tiles[0]}, calls
+
+
+def _one_core() -> None:
+    import numba
+
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    numba.set_num_threads(1)
+
+
+def _timed(fn) -> tuple[float, object]:
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def _cpu_timed(fn) -> tuple[float, float]:
+    """(wall, CPU) seconds: on a shared machine the CPU time is what a core of one's own needs."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def rank_latency(spec: RankSpec) -> dict:
+    """Runs in a bench child: train the models, then time ranking on one core."""
+    rng = np.random.default_rng(spec.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        model, graphs, calls = _models(spec, rng, Path(tmp))
+    _one_core()
+    small = _layout_arrays(rng, 200, 20, 20, runtime=False)[2]   # loads every kernel once
+    model.rank(**{k: small[k] for k in GRAPH_KEYS}, node_config_feat=small["node_config_feat"])
+    layout = graphs["layout"]
+    cold = _cpu_timed(lambda: model.rank(**layout, node_config_feat=calls[0]))
+    hits = model.cache_hits
+    warm = [_cpu_timed(lambda c=c: model.rank(**layout, node_config_feat=c)) for c in calls[1:]]
+    if model.cache_hits - hits != len(warm):
+        raise RuntimeError("a warm call missed the graph-static cache; its time is not warm")
+    tile = {k: graphs["tile"][k] for k in ("node_feat", "node_opcode", "edge_index",
+                                            "config_feat")}
+    tile_cold, tile_warm = [_cpu_timed(lambda: model.rank(**tile)) for _ in range(2)]
+    warm_wall, warm_cpu = np.median(np.array(warm), axis=0)
+    return {"layout_cold": cold[0], "layout_warm": float(warm_wall), "warm_all": warm,
+            "tile_cold": tile_cold[0], "tile_warm": tile_warm[0],
+            "cpu": {"layout_cold": cold[1], "layout_warm": float(warm_cpu),
+                    "tile_cold": tile_cold[1], "tile_warm": tile_warm[1]},
+            "load_average": os.getloadavg(), "cpus": len(os.sched_getaffinity(0)),
+            "parts": _parts(model, layout, calls[-1]), "profile": _profile(model, layout,
+                                                                             calls[-1])}
+
+
+def _parts(model: CostModel, layout: dict, candidates: np.ndarray) -> dict:
+    """The steps of one rank call (models/api.py), timed one by one."""
+    t_check, g = _timed(lambda: graph_from_arrays({**layout, "node_config_feat": candidates},
+                                                  LAYOUT))
+    t_key, _ = _timed(lambda: static_key(g))
+    t_static, static = _timed(lambda: graph_static(g, model.settings))
+    t_feat, data = _timed(lambda: graph_feature_set(g, model.settings, static))
+    t_pred, _ = _timed(lambda: ensemble_scores(model.models[LAYOUT], data))
+    return {"validate": t_check, "cache key": t_key, "graph-static tables (cold only)": t_static,
+            "per-candidate features": t_feat, "predict": t_pred, "columns": data.X.shape[1]}
+
+
+def _profile(model: CostModel, layout: dict, candidates: np.ndarray, top: int = 8) -> list:
+    """(function, own seconds) of the costliest functions of one warm call."""
+    profiler = cProfile.Profile()
+    profiler.runcall(model.rank, **layout, node_config_feat=candidates)
+    stats = pstats.Stats(profiler).stats
+    rows = sorted(((name if f == "~" else f"{Path(f).name}:{name}", tt)   # "~": built-ins
+                   for (f, _, name), (_, _, tt, _, _) in stats.items()), key=lambda r: -r[1])
+    return rows[:top]
+
+
+def rank_stages(spec: RankSpec, log=print) -> tuple[list[fb.Stage], dict]:
+    """Measure in a fresh child; one Stage row per latency, and the details for the notes."""
+    log("  ranking API latency (trains two models first) ...")
+    child, result = fb.measure("ranking API", rank_latency, spec)
+    k = f"{spec.candidates:,}"
+    rows = [("layout_cold", f"rank {k} layout candidates, cold", spec.candidates),
+            ("layout_warm", f"rank {k} layout candidates, warm (median)", spec.candidates),
+            ("tile_cold", f"rank {spec.tile_configs:,} tile configs, cold", spec.tile_configs),
+            ("tile_warm", f"rank {spec.tile_configs:,} tile configs, warm", spec.tile_configs)]
+    stages = [fb.Stage(name, result[key], child.peak_rss_mb, n, "configs")
+              for key, name, n in rows]
+    return stages, {**result, "spec": spec}
+
+
+def format_rank_notes(notes: dict) -> list[str]:
+    spec, cpu = notes["spec"], notes["cpu"]
+    per_k = 1e3 * 1000 / spec.candidates       # ms per 1,000 candidates
+
+    def both(key: str) -> str:
+        return f"{notes[key] * per_k:.0f} ms (CPU {cpu[key] * per_k:.0f})"
+    return [f"ranking API, one core, graph of {spec.nodes:,} nodes / {spec.config_nodes} "
+            f"configurable: per 1,000 layout candidates cold {both('layout_cold')}, warm "
+            f"{both('layout_warm')} (targets 1000 / 100 ms); tile CPU {cpu['tile_cold'] * 1e3:.0f}"
+            f" / {cpu['tile_warm'] * 1e3:.0f} ms cold / warm per {spec.tile_configs:,}; load "
+            f"average {notes['load_average'][0]:.1f}; peak RSS includes training the models",
+            "  one call, step by step: " + ", ".join(
+                f"{k} {v * 1e3:.1f} ms" for k, v in notes["parts"].items() if k != "columns")
+            + f" ({notes['parts']['columns']} columns)",
+            "  warm call profile (own time): " + ", ".join(
+                f"{name} {t * 1e3:.0f} ms" for name, t in notes["profile"])]

@@ -1,0 +1,178 @@
+"""The cost-model API and `rank`: submit's orders, clear errors, and the graph-static cache."""
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pipeline
+from features.io import COLLECTIONS, DataFormatError, list_npz
+from features.sample import write_npz
+from models.api import CostModel
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
+
+
+def _arrays(path: Path) -> dict:
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def _candidates(arrays: dict) -> dict:
+    keys = GRAPH_KEYS + ("node_config_feat", "config_feat")
+    return {k: arrays[k] for k in keys if k in arrays}
+
+
+@pytest.fixture(scope="module")
+def model(trained_run) -> CostModel:
+    return CostModel.load(trained_run)
+
+
+def test_arrays_rank_exactly_like_submit_on_every_test_file(trained, trained_run, tiny_npz,
+                                                           model, tmp_path):
+    _, common = trained
+    out = tmp_path / "submission.csv"
+    assert pipeline.main(["submit", *common, "--run", str(trained_run), "--out", str(out)]) == 0
+    with open(out, newline="") as fh:
+        submitted = dict(list(csv.reader(fh))[1:])
+    checked = 0
+    for collection in COLLECTIONS:
+        for f in list_npz(tiny_npz, collection, "test"):
+            ranking = model.rank(**_candidates(_arrays(f)), collection=collection, name=f.stem)
+            order = ranking.order[:5] if collection == "tile:xla" else ranking.order
+            assert ";".join(map(str, order)) == submitted[f"{collection}:{f.stem}"], f
+            assert np.all(np.diff(ranking.scores[ranking.order]) <= 0)
+            np.testing.assert_array_equal(model.rank_file(f).order, ranking.order)
+            checked += 1
+    assert checked == len(submitted)
+
+
+def _rank_json(capsys, *args) -> dict:
+    assert pipeline.main(["rank", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_rank_command_with_and_without_config_runtime(trained, trained_run, tiny_npz, tmp_path,
+                                                      capsys):
+    cache, _ = trained
+    run = ["--run", str(trained_run), "--cache-dir", str(cache)]
+    src = list_npz(tiny_npz, "layout:nlp:default", "valid")[0]   # real, positive runtimes
+    inferred = _rank_json(capsys, str(src), *run)
+    assert inferred["collection"] == "layout:nlp:default"
+    arrays = _arrays(src)
+    assert inferred["n_candidates"] == arrays["config_runtime"].size == len(inferred["configs"])
+    for variant, runtime in (("missing", None), ("zeros", np.zeros_like(arrays["config_runtime"]))):
+        path = tmp_path / f"{variant}.npz"
+        write_npz(path, {k: v for k, v in {**arrays, "config_runtime": runtime}.items()
+                         if v is not None})
+        got = _rank_json(capsys, str(path), *run, "--collection", "layout:nlp:default")
+        assert got == inferred
+    tile = _rank_json(capsys, str(list_npz(tiny_npz, "tile:xla", "valid")[0]), *run)
+    assert tile["collection"] == "tile:xla" and len(tile["configs"]) == 5
+    assert pipeline.main(["rank", str(src), *run, "--top", "3"]) == 0
+    table = capsys.readouterr().out
+    assert f"3 of {arrays['config_runtime'].size} configs" in table
+    assert re.search(rf"^\s+1\s+{inferred['configs'][0]}\s", table, re.M)
+
+
+def test_rank_refuses_a_file_of_the_wrong_kind(trained, trained_run, tiny_npz, capsys):
+    cache, _ = trained
+    tile_file = list_npz(tiny_npz, "tile:xla", "test")[0]
+    code = pipeline.main(["rank", str(tile_file), "--run", str(trained_run), "--cache-dir",
+                          str(cache), "--collection", "layout:xla:random"])
+    assert code == 2 and "tile candidates cannot be ranked" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def layout_graph(tiny_npz) -> dict:
+    return _candidates(_arrays(list_npz(tiny_npz, "layout:xla:random", "test")[0]))
+
+
+def _with(arrays: dict, **changes) -> dict:
+    return {k: v for k, v in {**arrays, **changes}.items() if v is not None}
+
+
+def _slot_set_to(ncf: np.ndarray, value: float) -> np.ndarray:
+    bad = ncf.astype(np.float32)
+    bad[3, 1, 4] = value
+    return bad
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda a: {"node_feat": a["node_feat"][:, :139]}, "key 'node_feat': expected shape"),
+    (lambda a: {"node_config_feat": a["node_config_feat"][:, :, :17]},
+     "expected shape (c, nc, 18)"),
+    (lambda a: {"node_config_feat": a["node_config_feat"][:, 1:]},
+     "key 'node_config_feat': expected shape"),
+    (lambda a: {"node_config_feat": _slot_set_to(a["node_config_feat"], 6)},
+     "expected integers in -1..5, found"),
+    (lambda a: {"node_config_feat": _slot_set_to(a["node_config_feat"], 0.5)},
+     "expected integers in -1..5"),
+    (lambda a: {"node_config_feat": a["node_config_feat"][:0]},
+     "expected at least one candidate config"),
+    (lambda a: {"node_config_ids": a["node_config_ids"] + a["node_feat"].shape[0]},
+     "key 'node_config_ids': expected node ids"),
+    (lambda a: {"node_config_ids": None}, "missing array(s) ['node_config_ids']"),
+    (lambda a: {"config_feat": np.zeros((4, 24), np.float32)}, "exactly one of 'config_feat'"),
+    (lambda a: {"node_opcode": a["node_opcode"].astype(np.float32)}, "an integer dtype"),
+])
+def test_bad_arrays_raise_clear_errors(model, layout_graph, change, message):
+    with pytest.raises(DataFormatError, match=re.escape(message)) as exc:
+        model.rank(**_with(layout_graph, **change(layout_graph)), name="tuner-graph")
+    assert str(exc.value).startswith("tuner-graph")
+
+
+def test_bad_tile_arrays_and_zero_tile_candidates(model, tiny_npz):
+    tile = _candidates(_arrays(list_npz(tiny_npz, "tile:xla", "test")[0]))
+    with pytest.raises(DataFormatError, match=re.escape("key 'config_feat': expected shape")):
+        model.rank(**_with(tile, config_feat=tile["config_feat"][:, :23]))
+    with pytest.raises(DataFormatError, match="at least one candidate config"):
+        model.rank(**_with(tile, config_feat=tile["config_feat"][:0]))
+
+
+def test_warm_calls_reuse_graph_tables_and_equal_cold_calls(trained_run, layout_graph):
+    ncf = layout_graph["node_config_feat"]
+    graph = {k: layout_graph[k] for k in GRAPH_KEYS}
+    warm = CostModel.load(trained_run)
+    warm.rank(**graph, node_config_feat=ncf[:60])
+    got = warm.rank(**graph, node_config_feat=ncf[60:])     # new candidates, same graph
+    assert (warm.cache_misses, warm.cache_hits) == (1, 1)
+    cold = CostModel.load(trained_run).rank(**graph, node_config_feat=ncf[60:])
+    np.testing.assert_array_equal(got.scores, cold.scores)
+    # No candidate sets node 0's input layout: the tables may differ, so they are rebuilt.
+    unset = ncf[60:].copy()
+    unset[:, 0, 6:12] = -1
+    got = warm.rank(**graph, node_config_feat=unset)
+    assert (warm.cache_misses, warm.cache_hits) == (2, 1)
+    cold = CostModel.load(trained_run).rank(**graph, node_config_feat=unset)
+    np.testing.assert_array_equal(got.scores, cold.scores)
+    # Another graph (one node feature changed) is another entry.
+    warm.rank(**{**graph, "node_feat": graph["node_feat"] * 1.5}, node_config_feat=unset)
+    assert (warm.cache_misses, warm.cache_hits) == (3, 1)
+
+
+def test_the_cache_keeps_the_most_recent_graphs(trained_run, layout_graph):
+    model = CostModel.load(trained_run, cache_size=1)
+    other = {**layout_graph, "node_feat": layout_graph["node_feat"] * 1.5}
+    for arrays in (layout_graph, layout_graph, other, layout_graph):
+        model.rank(**arrays)
+    assert (model.cache_misses, model.cache_hits) == (3, 1)
+
+
+def test_the_readme_example_runs_as_written(trained_run, tiny_root, tmp_path, monkeypatch,
+                                            capsys):
+    text = README.read_text()
+    code = re.search(r"## Library API.*?```python\n(.*?)```", text, re.S).group(1)
+    cache = tmp_path / "data_cache"
+    (cache / "runs").mkdir(parents=True)
+    shutil.copytree(trained_run, cache / "runs" / trained_run.name)
+    (cache / "sample").symlink_to(tiny_root)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {})
+    assert "layout:xla:random" in capsys.readouterr().out

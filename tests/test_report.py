@@ -1,0 +1,146 @@
+"""`report` and the data a run keeps for it: HTML, images, references, per-round history, gain."""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import shutil
+
+import numpy as np
+import pytest
+from matplotlib import image
+from scipy import stats
+
+import features
+import pipeline
+from features import FeatureConfig, FeatureSet
+from features.io import list_npz
+from models import RANKERS
+from models.base import apply_overrides
+from models.diagnostics import default_first_per_graph
+from models.lgbm import LambdaRank
+
+from .conftest import make_ranking
+
+
+def _decode(png: bytes) -> np.ndarray:
+    return image.imread(io.BytesIO(png), format="png")
+
+
+@pytest.fixture(scope="module")
+def report(trained, trained_run, tmp_path_factory):
+    cache, _ = trained
+    out = tmp_path_factory.mktemp("report")
+    assert pipeline.main(["report", "--run", str(trained_run), "--out", str(out),
+                          "--cache-dir", str(cache)]) == 0
+    return out, (out / "report.html").read_text(), json.loads(
+        (trained_run / "run.json").read_text())
+
+
+def test_report_images_are_embedded_and_decode(report):
+    out, html, _ = report
+    embedded = re.findall(r"<img [^>]*src='([^']*)'", html)
+    files = sorted(out.glob("*.png"))
+    assert len(embedded) == len(files) >= 1 + 5 * 3
+    assert all(src.startswith("data:image/png;base64,") for src in embedded)
+    on_disk = {f.read_bytes() for f in files}
+    for src in embedded:
+        png = base64.b64decode(src.split(",", 1)[1])
+        assert png in on_disk
+        pixels = _decode(png)
+        assert pixels.ndim == 3 and min(pixels.shape[:2]) > 100 and np.ptp(pixels) > 0.5
+    assert json.loads((out / "report.json").read_text())["files"][0] == "report.html"
+
+
+def test_report_tables_list_every_collection_with_the_run_scores(report):
+    _, html, record = report
+    summary = html[html.index("<table>"):html.index("</table>")]
+    rows = re.findall(r"<tr><td><a href='#([^']+)'>.*?</tr>", summary)
+    assert rows == list(record["metrics"])
+    for collection, m in record["metrics"].items():
+        row = re.search(rf"<tr><td><a href='#{collection}'>.*?</tr>", summary).group(0)
+        cells = re.findall(r"<td>([^<]*)</td>", row)
+        assert cells[1] == str(len(m["per_graph"])) and cells[2] == f"{m['mean']:.3f}"
+        assert f"<h2 id='{collection}'>" in html
+
+
+def test_a_failing_graph_is_flagged_and_listed_first(trained_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run, ignore=shutil.ignore_patterns("report"))
+    record = json.loads((run / "run.json").read_text())
+    per_graph = record["metrics"]["layout:xla:random"]["per_graph"]
+    victim = max(per_graph, key=per_graph.get)
+    per_graph[victim] = -0.5
+    (run / "run.json").write_text(json.dumps(record))
+    assert pipeline.main(["report", "--run", str(run), "--cache-dir", str(tmp_path)]) == 0
+    html = (run / "report" / "report.html").read_text()
+    section = html[html.index("<h2 id='layout:xla:random'>"):]
+    first = re.search(r"<tr class='([^']*)'><td>([^<]*)</td>", section)
+    assert first.groups() == ("fail", victim)
+    row = re.search(r"<tr><td><a href='#layout:xla:random'>.*?</tr>", html).group(0)
+    assert re.findall(r"<td>([^<]*)</td>", row)[5] == "1"
+
+
+def test_compiler_default_first_reference():
+    # Layout: default configs (rows 1 and 3) first, then file order.
+    data = FeatureSet(X=np.zeros((5, 1), np.float32), runtime=np.array([5., 1., 4., 2., 3.]),
+                      config_idx=np.array([0, 2, 5, 7, 9]), dup_count=np.ones(5, np.int32),
+                      ptr=np.array([0, 5]), graph_ids=("g",), collection="layout:xla:default",
+                      columns=("f",))
+    is_default = np.array([False, True, False, True, False])
+    position = np.array([2, 0, 3, 1, 4])
+    want = stats.kendalltau(position, data.runtime).statistic
+    assert default_first_per_graph(data, is_default)[0] == pytest.approx(want)
+    assert np.isnan(default_first_per_graph(data, None)[0])
+    # Tile: the default's runtime / normalizer is 1; the best candidate here is 0.8.
+    tile = FeatureSet(X=np.zeros((3, 1), np.float32), runtime=np.array([1.2, 0.8, 2.0]),
+                      config_idx=np.arange(3), dup_count=np.ones(3, np.int32),
+                      ptr=np.array([0, 3]), graph_ids=("t",), collection="tile:xla",
+                      columns=("f",))
+    assert default_first_per_graph(tile, None)[0] == pytest.approx(2 - 1 / 0.8)
+
+
+def test_default_rows_are_the_all_minus_one_configs_of_the_files(trained, tiny_npz):
+    cache, _ = trained
+    data = features.load_or_build(tiny_npz, "layout:xla:default", "valid", FeatureConfig(), cache)
+    got = features.default_config_rows(tiny_npz, data, "valid", cache)
+    for g, f in enumerate(list_npz(tiny_npz, "layout:xla:default", "valid")):
+        with np.load(f) as z:
+            ncf = z["node_config_feat"]
+        rows = slice(data.ptr[g], data.ptr[g + 1])
+        want = (ncf[data.config_idx[rows]] == -1).all(axis=(1, 2))
+        np.testing.assert_array_equal(got[rows], want)
+    assert got.sum() > 0
+
+
+def test_history_and_gain_agree_with_the_saved_models(trained_run):
+    record = json.loads((trained_run / "run.json").read_text())
+    for collection, m in record["metrics"].items():
+        folder = trained_run / collection.replace(":", "-")
+        diag = json.loads((folder / "diagnostics.json").read_text())
+        h = diag["history"][0]
+        at_best = h["score"][h["rounds"].index(h["best_iteration"])]
+        assert at_best == pytest.approx(m["seed_means"][0], abs=1e-9)
+        gain = LambdaRank.load(folder / "seed-0").booster_.feature_importance("gain")
+        names = [n.replace("__", ".") for n in
+                 LambdaRank.load(folder / "seed-0").booster_.feature_name()]
+        want = {n: g / gain.sum() for n, g in zip(names, gain) if g > 0}
+        assert diag["gain_share"] == pytest.approx(want)
+        assert list(diag["gain_share"]) == sorted(want, key=lambda n: -want[n])
+
+
+@pytest.mark.parametrize("ranker", sorted(RANKERS))
+def test_round_scores_at_the_stopping_round_rank_like_predict(ranker, rng):
+    cls, defaults = RANKERS[ranker]
+    train, valid = make_ranking(rng, [80] * 6), make_ranking(rng, [60] * 3)
+    model = cls(apply_overrides(defaults["layout"], {"n_estimators": 40,
+                                                     "early_stopping": 5})).fit(train, valid)
+    rounds, scores = model.round_scores(valid, points=7)
+    assert rounds[-1] >= model.best_iteration_ and len(rounds) <= 9
+    at_best = scores[rounds.index(model.best_iteration_)]
+    # XGBoost's block sums repeat its base score: equal up to one shift, as the metric sees.
+    shift = at_best - model.predict(valid)
+    np.testing.assert_allclose(shift, shift.mean(), atol=1e-5)
+    gain = model.gain_importance()
+    assert gain.shape == (train.X.shape[1],) and gain[:2].sum() > gain[2:].sum()
