@@ -132,8 +132,7 @@ def cmd_report(args) -> int:
 def cmd_bench(args) -> int:
     """Time and measure every stage on real-size generated files (100k-config layout file)."""
     spec = fb.QUICK if args.quick else fb.BenchSpec()
-    stages, notes = run_bench(args.cache_dir, spec, workers=args.workers)
-    print(format_bench(stages, notes))
+    print(format_bench(run_bench(args.cache_dir, spec, workers=args.workers, repeat=args.repeat)))
     return 0
 
 
@@ -179,6 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help="ranker parameter, e.g. num_leaves=63 (repeatable)")
         elif name == "bench":
             p.add_argument("--quick", action="store_true", help="small sizes, seconds not minutes")
+            p.add_argument("--repeat", type=int, default=3,
+                           help="runs of every stage; shows median and min-max (default 3)")
         elif name == "rank":
             p.add_argument("file", type=Path, help="npz file: a graph and its candidate configs")
             p.add_argument("--run", type=Path, help="run directory (default: the newest)")

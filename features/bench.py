@@ -2,7 +2,8 @@
 
 Each stage runs in a fresh `spawn` child so its peak RSS is its own; the wall time is taken
 inside the child around the work alone. The floor is what `numpy.load` needs just to
-decompress the same node_config_feat.
+decompress the same node_config_feat. Every stage runs once per round, and rounds repeat, so
+a stage's run i is compared with the floor's run i, taken in the same round.
 """
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import hashlib
 import json
 import multiprocessing
 import os
-import resource
+import platform
+import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -38,24 +41,60 @@ class BenchSpec:
 
 QUICK = BenchSpec(layout_configs=3_000, layout_config_nodes=40, layout_nodes=600,
                   tile_kernels=40, config_steps=(1_000, 3_000))
+LIBRARIES = ("numpy", "numba", "lightgbm", "xgboost", "polars")
+
+
+@dataclass(frozen=True)
+class Run:
+    seconds: float
+    peak_rss_mb: float
 
 
 @dataclass
 class Stage:
+    """One stage and its runs, one per round."""
     name: str
-    seconds: float
-    peak_rss_mb: float
+    runs: list[Run] = field(default_factory=list)
     items: int = 0
     unit: str = ""
+
+    @property
+    def seconds(self) -> float:
+        return statistics.median(r.seconds for r in self.runs)
+
+    @property
+    def seconds_range(self) -> tuple[float, float]:
+        return min(r.seconds for r in self.runs), max(r.seconds for r in self.runs)
+
+    @property
+    def peak_rss_mb(self) -> float:
+        """The largest of the runs: a memory target is about the worst case."""
+        return max(r.peak_rss_mb for r in self.runs)
 
     @property
     def throughput(self) -> str:
         return f"{self.items / self.seconds:,.0f} {self.unit}/s" if self.items and self.seconds \
             else ""
 
+    def ratios_to(self, floor: Stage) -> list[float]:
+        """Run i against the floor's run i, so a drift of the machine's speed cancels out."""
+        if len(self.runs) != len(floor.runs):
+            raise ValueError(f"{self.name!r} has {len(self.runs)} runs, {floor.name!r} "
+                             f"{len(floor.runs)}: ratios need one pair per round")
+        return [r.seconds / f.seconds for r, f in zip(self.runs, floor.runs)]
+
 
 def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
+    """This process's own peak RSS (VmHWM of its address space).
+
+    Not ru_maxrss: Linux carries the parent's peak across fork + exec into a spawned child's
+    ru_maxrss (and into what wait4 reports for it), so every stage would show the peak of the
+    input generation that ran first in the parent."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0  # kB
+    raise RuntimeError("/proc/self/status has no VmHWM line: the bench needs Linux")
 
 
 def _timed_call(fn, args):
@@ -64,7 +103,7 @@ def _timed_call(fn, args):
     return result, time.perf_counter() - start, _peak_rss_mb()
 
 
-def measure(name: str, fn, *args, items: int = 0, unit: str = "") -> tuple[Stage, object]:
+def measure(fn, *args) -> tuple[Run, object]:
     """Run fn(*args) in a fresh spawned process; its own wall time and peak RSS.
 
     Pending writes of earlier stages (e.g. a 720 MB int8 copy) are flushed first, so their
@@ -72,7 +111,46 @@ def measure(name: str, fn, *args, items: int = 0, unit: str = "") -> tuple[Stage
     os.sync()
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         result, seconds, rss = pool.submit(_timed_call, fn, args).result()
-    return Stage(name, seconds, rss, items, unit), result
+    return Run(seconds, rss), result
+
+
+class Recorder:
+    """Collects the runs of every stage, in the order the stages first ran."""
+
+    def __init__(self, log=print):
+        self.stages: dict[str, Stage] = {}
+        self.log = log
+
+    def __call__(self, name: str, fn, *args, items: int = 0, unit: str = ""):
+        """Measure one run of the stage `name`; returns what fn returned."""
+        self.log(f"  {name} ...")
+        run, result = measure(fn, *args)
+        self.stages.setdefault(name, Stage(name, items=items, unit=unit)).runs.append(run)
+        return result
+
+
+def median_notes(rounds: list[dict]) -> dict:
+    """Per key, the median over rounds of what the stages returned (nested dicts key by key)."""
+    out = {}
+    for key, first in rounds[0].items():
+        values = [r[key] for r in rounds]
+        out[key] = median_notes(values) if isinstance(first, dict) else statistics.median(values)
+    return out
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """What the figures depend on besides the code."""
+    cpus: int
+    usable_cpus: int
+    load_average: tuple[float, float, float]  # 1, 5, 15 minutes
+    versions: dict[str, str]
+
+
+def conditions() -> Conditions:
+    return Conditions(os.cpu_count(), len(os.sched_getaffinity(0)), os.getloadavg(),
+                      {"python": platform.python_version(),
+                       **{name: metadata.version(name) for name in LIBRARIES}})
 
 
 # ---------------------------------------------------------------- generated inputs
@@ -82,11 +160,25 @@ def bench_root(cache_root: Path, spec: BenchSpec) -> Path:
     return Path(cache_root) / "bench" / key
 
 
-def ensure_layout_file(root: Path, spec: BenchSpec) -> Path:
-    """One layout:xla:random train file of the requested size (kept for reruns)."""
+@dataclass(frozen=True)
+class Inputs:
+    layout_file: Path
+    npz_root: Path  # holds the layout file and the tile collection
+    generated: bool  # False: everything was already there from an earlier run
+
+
+def ensure_inputs(root: Path, spec: BenchSpec) -> Inputs:
+    big, made_layout = ensure_layout_file(root, spec)
+    npz_root, made_tile = ensure_tile_collection(root, spec)
+    return Inputs(big, npz_root, made_layout or made_tile)
+
+
+def ensure_layout_file(root: Path, spec: BenchSpec) -> tuple[Path, bool]:
+    """One layout:xla:random train file of the requested size (kept for reruns); the path and
+    whether it was generated now."""
     path = root / "npz_all" / "npz" / "layout" / "xla" / "random" / "train" / "big.npz"
     if path.exists():
-        return path
+        return path, False
     path.parent.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(spec.seed)
     graph = synth_graph.build_graph(rng, spec.layout_nodes, "xla")
@@ -94,13 +186,13 @@ def ensure_layout_file(root: Path, spec: BenchSpec) -> Path:
     cfg = sample.layout_configs(rng, graph, ids, spec.layout_configs, "random")
     runtime = sample.layout_runtime(graph, ids, cfg, rng, 0.003)
     sample.write_npz(path, sample.layout_arrays(graph, ids, cfg, runtime))
-    return path
+    return path, True
 
 
-def ensure_tile_collection(root: Path, spec: BenchSpec) -> Path:
+def ensure_tile_collection(root: Path, spec: BenchSpec) -> tuple[Path, bool]:
     out = root / "npz_all" / "npz" / "tile" / "xla" / "train"
     if out.exists() and len(list(out.glob("*.npz"))) == spec.tile_kernels:
-        return root / "npz_all" / "npz"
+        return root / "npz_all" / "npz", False
     out.mkdir(parents=True, exist_ok=True)
     for i in range(spec.tile_kernels):
         rng = np.random.default_rng([spec.seed, 1, i])
@@ -108,7 +200,7 @@ def ensure_tile_collection(root: Path, spec: BenchSpec) -> Path:
         n = int(rng.integers(100, 3000))
         sample.write_npz(out / f"kernel_{i:05d}.npz",
                          sample.tile_arrays(rng, graph, n, "train", 0.003))
-    return root / "npz_all" / "npz"
+    return root / "npz_all" / "npz", True
 
 
 # ---------------------------------------------------------------- stage bodies (run in children)

@@ -157,18 +157,11 @@ def _profile(model: CostModel, layout: dict, candidates: np.ndarray, top: int = 
     return rows[:top]
 
 
-def rank_stages(spec: RankSpec, log=print) -> tuple[list[fb.Stage], dict]:
-    """Measure in a fresh child; one Stage row per latency, and the details for the notes."""
+def rank_notes(spec: RankSpec, log=print) -> dict:
+    """Measure in a fresh child (models/bench prints it with format_rank_notes)."""
     log("  ranking API latency (trains two models first) ...")
-    child, result = fb.measure("ranking API", rank_latency, spec)
-    k = f"{spec.candidates:,}"
-    rows = [("layout_cold", f"rank {k} layout candidates, cold", spec.candidates),
-            ("layout_warm", f"rank {k} layout candidates, warm (median)", spec.candidates),
-            ("tile_cold", f"rank {spec.tile_configs:,} tile configs, cold", spec.tile_configs),
-            ("tile_warm", f"rank {spec.tile_configs:,} tile configs, warm", spec.tile_configs)]
-    stages = [fb.Stage(name, result[key], child.peak_rss_mb, n, "configs")
-              for key, name, n in rows]
-    return stages, {**result, "spec": spec}
+    child, result = fb.measure(rank_latency, spec)
+    return {**result, "spec": spec, "peak_rss_mb": child.peak_rss_mb}
 
 
 def format_rank_notes(notes: dict) -> list[str]:
