@@ -63,9 +63,10 @@ def cmd_build_features(args) -> int:
                                                 args.cache_dir, force=args.force,
                                                 workers=args.workers, pack=args.pack)
             meta = features.read_meta(entry)
-            state = f"built in {meta['wall_seconds_this_run']:.1f}s" if built else "cached"
+            state = (f"built {meta['files_built_this_run']} files in "
+                     f"{meta['wall_seconds_this_run']:.1f}s" if built else "cached")
             print(f"{collection:<20} {split:<5} {meta['n_graphs']:>5} graphs "
-                  f"{meta['n_rows']:>8} rows  {state:<16} {entry}")
+                  f"{meta['n_rows']:>8} rows  {state:<26} {entry}")
     return 0
 
 
@@ -158,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        removed = features.reclaim_stale(args.cache_dir)
+        if removed:
+            print(f"removed {len(removed)} temporaries left under {args.cache_dir} by runs that "
+                  f"ended early")
         return args.func(args)
     except (features.DataFormatError, StaleRunError, SubmissionError, FileNotFoundError,
             ValueError) as exc:

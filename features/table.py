@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import polars as pl
 
-from .io import Graph, is_tile
+from .io import Graph, is_tile, read_graph
 from .per_config import EXTRACTORS
 from .per_graph import graph_features
 from .rows import Rows, select_rows
@@ -79,8 +80,23 @@ class FeatureSet:
                           collection=self.collection, columns=self.columns, meta=self.meta)
 
 
-def graph_table(g: Graph, cfg: FeatureConfig) -> tuple[np.ndarray, list[str], Rows]:
-    """(r, d) float32 feature rows of one graph, their column names and the selected rows."""
+class GraphTable(NamedTuple):
+    """The rows of one graph, kept as its per-graph vector plus per-config columns."""
+
+    graph: np.ndarray      # (g,) float32, the same in every row
+    configs: np.ndarray    # (r, d - g) float32
+    columns: list[str]     # d names: the graph's, then the configs'
+    rows: Rows
+
+    @property
+    def X(self) -> np.ndarray:
+        X = np.empty((self.configs.shape[0], self.graph.size + self.configs.shape[1]), np.float32)
+        X[:, :self.graph.size] = self.graph
+        X[:, self.graph.size:] = self.configs
+        return X
+
+
+def graph_parts(g: Graph, cfg: FeatureConfig) -> GraphTable:
     limit = cfg.max_train_configs_tile if is_tile(g.collection) else cfg.max_train_configs_layout
     rows = select_rows(g, max_train_configs=limit, fastest_fraction=cfg.fastest_fraction,
                        max_valid_configs=cfg.max_valid_configs, seed=cfg.seed,
@@ -88,10 +104,22 @@ def graph_table(g: Graph, cfg: FeatureConfig) -> tuple[np.ndarray, list[str], Ro
     gv, gnames = graph_features(g, cfg.feature_set)
     kind = "tile" if is_tile(g.collection) else "layout"
     cv, cnames = EXTRACTORS[(kind, cfg.feature_set)](g, rows.config_idx, chunk=cfg.chunk_configs)
-    X = np.empty((rows.config_idx.size, gv.size + cv.shape[1]), np.float32)
-    X[:, :gv.size] = gv
-    X[:, gv.size:] = cv
-    return X, gnames + cnames, rows
+    return GraphTable(np.asarray(gv, np.float32), np.asarray(cv, np.float32), gnames + cnames,
+                      rows)
+
+
+def graph_table(g: Graph, cfg: FeatureConfig) -> tuple[np.ndarray, list[str], Rows]:
+    """(r, d) float32 feature rows of one graph, their column names and the selected rows."""
+    t = graph_parts(g, cfg)
+    return t.X, t.columns, t.rows
+
+
+def file_table(path: Path, collection: str, split: str, cfg: FeatureConfig, *,
+               packed_dir: Path | None = None) -> GraphTable:
+    """The rows of one input file, read and validated."""
+    g = read_graph(path, collection, split, chunk_configs=cfg.chunk_configs,
+                   packed_dir=packed_dir)
+    return graph_parts(g, cfg)
 
 
 def write_part(path: Path, tables: list[tuple[str, np.ndarray, Rows]], columns: list[str]) -> None:
