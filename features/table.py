@@ -38,6 +38,12 @@ class FeatureConfig:
             raise ValueError(f"feature_set must be one of {FEATURE_SETS}, got {self.feature_set!r}")
         if self.chunk_configs <= 0:
             raise ValueError(f"chunk_configs must be positive, got {self.chunk_configs}")
+        for name in ("max_train_configs_tile", "max_train_configs_layout", "max_valid_configs",
+                     "seed"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 (0 = no cap), got {getattr(self, name)}")
+        if not 0 <= self.fastest_fraction <= 1:
+            raise ValueError(f"fastest_fraction must be in [0, 1], got {self.fastest_fraction}")
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,17 @@ import xgboost
 
 from features import FeatureSet
 from features.cache import atomic_dir, fingerprint, source_digest
+from features.io import collection_dir
+from features.settings import at_least
 
 from . import RANKERS, collection_kind, metrics
 from .base import apply_overrides, normalize_per_graph
 
 MODELS_DIR = Path(__file__).resolve().parent
 N_RANDOM_ORDERS = 5
+# Ranker parameters a run sets itself, so an override of them would be ignored: -> the option.
+RUN_SET_PARAMS = {"seed": "--seed"}
+MAX_LISTED_GRAPHS = 10
 
 
 @dataclass(frozen=True)
@@ -34,12 +39,20 @@ class TrainConfig:
     seed: int = 0               # first seed; model i uses seed + i
     folds: int = 0              # >1: also k-fold cross-validate over the train graphs
     overrides: dict = field(default_factory=dict)   # ranker params, e.g. {"num_leaves": 63}
+    allow_no_valid: bool = False  # train collections without usable validation graphs
 
     def __post_init__(self):
         if self.ranker not in RANKERS:
             raise ValueError(f"unknown ranker {self.ranker!r}; choose from {sorted(RANKERS)}")
-        if self.seeds < 1:
-            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
+        at_least(self, seeds=1, seed=0, folds=0)
+        if self.folds == 1:
+            raise ValueError("folds must be 0 (no cross-validation) or at least 2, got 1")
+        ignored = sorted(set(self.overrides) & set(RUN_SET_PARAMS))
+        if ignored:
+            raise ValueError(f"{ignored} cannot be overridden: the run sets them "
+                             f"({', '.join(RUN_SET_PARAMS[k] for k in ignored)})")
+        for defaults in RANKERS[self.ranker][1].values():   # bad keys or values fail here
+            apply_overrides(defaults, self.overrides)
 
     def params_for(self, collection: str):
         _, defaults = RANKERS[self.ranker]
@@ -49,7 +62,7 @@ class TrainConfig:
 @dataclass
 class CollectionResult:
     collection: str
-    per_graph: np.ndarray
+    per_graph: np.ndarray       # NaN for graphs that cannot be scored
     random_per_graph: np.ndarray
     seed_means: list[float]
     graph_ids: tuple[str, ...]
@@ -60,14 +73,20 @@ class CollectionResult:
     def mean(self) -> float:
         return metrics.collection_score(self.per_graph)
 
+    @property
+    def unscored(self) -> tuple[str, ...]:
+        return tuple(g for g, s in zip(self.graph_ids, self.per_graph) if not np.isfinite(s))
+
     def summary(self) -> dict:
         finite = self.per_graph[np.isfinite(self.per_graph)]
-        return {"mean": self.mean, "min": float(finite.min()) if finite.size else None,
+        return {"mean": _finite_or_none(self.mean),
+                "min": float(finite.min()) if finite.size else None,
                 "max": float(finite.max()) if finite.size else None,
-                "seed_means": self.seed_means,
-                "seed_std": float(np.std(self.seed_means)),
-                "random_mean": metrics.collection_score(self.random_per_graph),
-                "cv_mean": None if np.isnan(self.cv_mean) else self.cv_mean,
+                "n_scored": int(finite.size), "unscored": list(self.unscored),
+                "seed_means": [_finite_or_none(m) for m in self.seed_means],
+                "seed_std": _finite_or_none(np.std(self.seed_means)),
+                "random_mean": _finite_or_none(metrics.collection_score(self.random_per_graph)),
+                "cv_mean": _finite_or_none(self.cv_mean),
                 "per_graph": dict(zip(self.graph_ids, map(_finite_or_none, self.per_graph))),
                 "seconds": round(self.seconds, 2)}
 
@@ -81,7 +100,7 @@ def random_reference(collection: str, data: FeatureSet, seed: int) -> np.ndarray
     rng = np.random.default_rng(seed)
     draws = [metrics.per_graph_scores(collection, rng.random(data.X.shape[0]), data.runtime,
                                       data.ptr) for _ in range(N_RANDOM_ORDERS)]
-    return np.nanmean(np.vstack(draws), axis=0) if draws[0].size else draws[0]
+    return np.mean(np.vstack(draws), axis=0) if draws[0].size else draws[0]
 
 
 def fit_seeds(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet | None):
@@ -98,7 +117,7 @@ def ensemble_scores(models, data: FeatureSet) -> np.ndarray:
     return total / len(models)
 
 
-def cross_validate(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet) -> float:
+def cross_validate(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet | None) -> float:
     """Mean per-graph score on held-out train graphs over k folds (validation set stops early)."""
     if cfg.folds < 2 or train.n_graphs < cfg.folds:
         return float("nan")
@@ -113,12 +132,38 @@ def cross_validate(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet) -> fl
     return metrics.collection_score(np.concatenate(scores))
 
 
+def usable(valid: FeatureSet) -> bool:
+    """Whether the validation graphs can stop training early and score it."""
+    return bool(metrics.scorable(valid.runtime, valid.ptr).any())
+
+
+def check_splits(cfg: TrainConfig, data: dict, data_root: str | None) -> list[str]:
+    """Before any training: an empty train split is an error; a valid split with no scorable
+    graph is one too unless cfg.allow_no_valid, then a warning for the table."""
+    warnings = []
+    for c, (train, valid) in data.items():
+        where = f" ({Path(data_root) / collection_dir(c)})" if data_root else ""
+        if train.n_graphs == 0:
+            raise ValueError(f"{c}: the train split has no graphs{where}; train needs them "
+                             f"(leave the collection out with --collections)")
+        if usable(valid):
+            continue
+        what = ("the valid split has no graphs" if valid.n_graphs == 0 else
+                f"none of the {valid.n_graphs} valid graphs can be scored (one config or equal "
+                f"runtimes)")
+        if not cfg.allow_no_valid:
+            raise ValueError(f"{c}: {what}{where}; early stopping and the validation score need "
+                             f"them (--allow-no-valid trains without them)")
+        warnings.append(f"{c}: {what}: trained the full n_estimators without early stopping; "
+                        f"no validation score")
+    return warnings
+
+
 def train_collection(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet,
                      out_dir: Path) -> CollectionResult:
     start = time.perf_counter()
-    if train.n_graphs == 0:
-        raise ValueError(f"{train.collection}: no training graphs")
-    models = fit_seeds(cfg, train, valid)
+    stop_on = valid if usable(valid) else None
+    models = fit_seeds(cfg, train, stop_on)
     seed_means = []
     for i, m in enumerate(models):
         m.save(out_dir / f"seed-{i}")
@@ -128,7 +173,7 @@ def train_collection(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet,
                                          valid.runtime, valid.ptr)
     return CollectionResult(valid.collection, per_graph, random_reference(
         valid.collection, valid, cfg.seed), seed_means, valid.graph_ids,
-        time.perf_counter() - start, cross_validate(cfg, train, valid))
+        time.perf_counter() - start, cross_validate(cfg, train, stop_on))
 
 
 def run_key(cfg: TrainConfig, feature_keys: dict) -> str:
@@ -140,6 +185,9 @@ def run_key(cfg: TrainConfig, feature_keys: dict) -> str:
 def train_run(cfg: TrainConfig, data: dict[str, tuple[FeatureSet, FeatureSet]],
               runs_root: Path, feature_info: dict, log=print) -> tuple[Path, dict]:
     """Train every collection in `data`, then publish the run directory atomically."""
+    if not data:
+        raise ValueError("no collections to train")
+    warnings = check_splits(cfg, data, feature_info.get("data"))
     keys = {c: {"train": t.meta.get("key"), "valid": v.meta.get("key")}
             for c, (t, v) in data.items()}
     run_dir = Path(runs_root) / f"{cfg.ranker}-{run_key(cfg, keys)}"
@@ -150,18 +198,20 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[FeatureSet, FeatureSet]],
                 f"{train.X.shape[0]} rows x {train.X.shape[1]} features")
             results[collection] = train_collection(cfg, train, valid,
                                                    tmp / collection.replace(":", "-"))
-        record = _run_record(cfg, results, keys, feature_info)
+        record = _run_record(cfg, results, keys, feature_info, warnings)
         (tmp / "run.json").write_text(json.dumps(record, indent=1))
     return run_dir, record
 
 
-def _run_record(cfg: TrainConfig, results: dict, keys: dict, feature_info: dict) -> dict:
+def _run_record(cfg: TrainConfig, results: dict, keys: dict, feature_info: dict,
+                warnings: list[str]) -> dict:
     by_collection = {c: r.summary() for c, r in results.items()}
+    final = metrics.final_score({c: r.mean for c, r in results.items()})
     return {"ranker": cfg.ranker, "train_config": asdict(cfg),
             "params": {c: asdict(cfg.params_for(c)) for c in results},
             "features": {**feature_info, "keys": keys},
-            "metrics": by_collection,
-            "final": metrics.final_score({c: r.mean for c, r in results.items()}),
+            "metrics": by_collection, "warnings": warnings, "final": _finite_or_none(final),
+            "final_collections": [c for c, r in results.items() if np.isfinite(r.mean)],
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git": _git_describe(),
             "versions": {"lightgbm": lightgbm.__version__, "xgboost": xgboost.__version__,
                          "numpy": np.__version__, "python": platform.python_version()}}
@@ -177,16 +227,27 @@ def _git_describe() -> str | None:
 
 
 def format_table(record: dict) -> str:
-    """Per-collection validation table: mean, per-graph min/max, seed spread, random order."""
-    head = (f"{'collection':<20} {'graphs':>6} {'mean':>7} {'min':>7} {'max':>7} "
+    """Per-collection validation table: graphs scored and unscored, mean, per-graph min/max,
+    seed spread, random order; then the unscored graphs and any warning."""
+    head = (f"{'collection':<20} {'scored':>6} {'unscrd':>6} {'mean':>7} {'min':>7} {'max':>7} "
             f"{'seed sd':>7} {'random':>7} {'cv':>7} {'sec':>6}")
     lines = [head, "-" * len(head)]
     for c, m in record["metrics"].items():
         cells = [m["mean"], m["min"], m["max"], m["seed_std"], m["random_mean"], m["cv_mean"]]
-        lines.append(f"{c:<20} {len(m['per_graph']):>6} " + " ".join(
-            f"{x:>7.3f}" if x is not None else f"{'-':>7}" for x in cells)
-            + f" {m['seconds']:>6.1f}")
-    lines.append(f"{'final (mean of collections)':<28} {record['final']:.4f}")
+        unscored = len(m.get("unscored", []))   # older run.json files lack the split
+        lines.append(f"{c:<20} {len(m['per_graph']) - unscored:>6} {unscored:>6} "
+                     + " ".join(f"{x:>7.3f}" if x is not None else f"{'-':>7}" for x in cells)
+                     + f" {m['seconds']:>6.1f}")
+    scored = record.get("final_collections", list(record["metrics"]))
+    final = f"{record['final']:.4f}" if record["final"] is not None else "-"
+    lines.append(f"{f'final (mean of {len(scored)} collections)':<34} {final}")
+    for c, m in record["metrics"].items():
+        if m.get("unscored"):
+            shown = ", ".join(m["unscored"][:MAX_LISTED_GRAPHS])
+            more = len(m["unscored"]) - MAX_LISTED_GRAPHS
+            lines.append(f"unscored in {c} (one config or equal runtimes, not in the mean): "
+                         f"{shown}" + (f" and {more} more" if more > 0 else ""))
+    lines += [f"warning: {w}" for w in record.get("warnings", [])]
     return "\n".join(lines)
 
 
