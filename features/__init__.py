@@ -85,8 +85,8 @@ def _build_units(todo: list[Path], task: tuple, packed: Path | None, workers: in
     if errors:
         listed = "\n  ".join(str(e) for e in errors[:MAX_LISTED_ERRORS])
         raise DataFormatError(
-            f"{len(errors)} of {len(todo)} {collection} {split} files are unusable (the other "
-            f"files' rows are cached; fix these and rerun):\n  {listed}")
+            f"{collection} {split}: {len(errors)} unusable file(s); fix and rerun, the rows of "
+            f"every other file are cached:\n  {listed}")
 
 
 def _build_in_pool(todo, task, packed, workers, force, errors, bar) -> None:

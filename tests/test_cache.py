@@ -131,7 +131,8 @@ def test_fixing_one_bad_file_rebuilds_only_that_file(tiny_npz, tmp_path):
     files[3].write_bytes(good[:200])
     with pytest.raises(features.DataFormatError, match=files[3].name) as exc:
         build_entry(data, "tile:xla", "train", FeatureConfig(), tmp_path / "cache")
-    assert f"1 of {len(files)}" in str(exc.value)
+    assert "tile:xla train: 1 unusable file(s)" in str(exc.value)
+    assert len(list((tmp_path / "cache" / "features" / "units").glob("*/*"))) == len(files) - 1
     files[3].write_bytes(good)
     entry, built = build_entry(data, "tile:xla", "train", FeatureConfig(), tmp_path / "cache")
     meta = features.read_meta(entry)
