@@ -13,7 +13,6 @@ Everything the commands make goes under --cache-dir (default: data_cache/ beside
 from __future__ import annotations
 
 import argparse
-import ast
 from dataclasses import asdict
 import sys
 from pathlib import Path
@@ -21,36 +20,23 @@ from typing import Sequence
 
 import features
 from features import COLLECTIONS, SPLITS, FeatureConfig
+from features.io import count_configs
+from features.settings import describe, parse_overrides
 from features.table import FEATURE_FAMILIES
-from features.io import count_configs, list_npz
 from features import bench as fb
 from models import RANKERS
 from models.api import CostModel, format_ranking
 from models.bench import format_bench, run_bench
-from models.predict import StaleRunError, check_run, read_run, submission_rows
+from models.predict import StaleRunError, choose_runs, submission_rows
 from models.report import write_report
-from models.runs import TrainConfig, format_table, latest_run, train_run
-from models.submission import SubmissionError, write_csv
+from models.runs import RUN_SET_PARAMS, TrainConfig, format_table, latest_run, train_run
+from models.submission import SubmissionError, files_to_score, write_csv
 
 DEFAULT_CACHE = Path(__file__).resolve().parent / "data_cache"
 
 
-def parse_settings(pairs: Sequence[str]) -> dict:
-    """['num_leaves=63', 'gain=linear'] -> {'num_leaves': 63, 'gain': 'linear'}."""
-    out = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"expected key=value, got {pair!r}")
-        try:
-            out[key] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            out[key] = raw
-    return out
-
-
 def _feature_config(args) -> FeatureConfig:
-    return FeatureConfig(**parse_settings(args.feature))
+    return FeatureConfig(**parse_overrides(FeatureConfig, args.feature))
 
 
 def _source(args):
@@ -61,33 +47,35 @@ def _source(args):
 
 def cmd_build_features(args) -> int:
     """Build (or reuse from the cache) the feature rows of every collection and split."""
-    source, cfg = _source(args), _feature_config(args)
+    cfg = _feature_config(args)
+    source = _source(args)
     for collection in args.collections:
         for split in args.splits:
             entry, built = features.build_entry(source.npz_root, collection, split, cfg,
                                                 args.cache_dir, force=args.force,
                                                 workers=args.workers, pack=args.pack)
             meta = features.read_meta(entry)
-            state = f"built in {meta['wall_seconds_this_run']:.1f}s" if built else "cached"
+            state = (f"built {meta['files_built_this_run']} files in "
+                     f"{meta['wall_seconds_this_run']:.1f}s" if built else "cached")
             print(f"{collection:<20} {split:<5} {meta['n_graphs']:>5} graphs "
-                  f"{meta['n_rows']:>8} rows  {state:<16} {entry}")
+                  f"{meta['n_rows']:>8} rows  {state:<26} {entry}")
     return 0
 
 
 def cmd_train(args) -> int:
     """Train one ranker per collection and print the validation table."""
-    source, fcfg = _source(args), _feature_config(args)
+    fcfg = _feature_config(args)
     cfg = TrainConfig(ranker=args.ranker, seeds=args.seeds, seed=args.seed, folds=args.folds,
-                      overrides=parse_settings(args.set), without=tuple(args.without))
-    data = {}
-    for c in args.collections:
-        if not list_npz(source.npz_root, c, "train"):
-            print(f"{c}: no train files, skipped")
-            continue
-        data[c] = tuple(features.load_or_build(source.npz_root, c, s, fcfg, args.cache_dir,
-                                               workers=args.workers) for s in ("train", "valid"))
+                      overrides=parse_overrides(RANKERS[args.ranker][0].params_cls, args.set,
+                                                RUN_SET_PARAMS),
+                      allow_no_valid=args.allow_no_valid, without=tuple(args.without))
+    source = _source(args)
+    data = {c: tuple(features.load_or_build(source.npz_root, c, s, fcfg, args.cache_dir,
+                                            workers=args.workers, pack=args.pack)
+                     for s in ("train", "valid")) for c in args.collections}
     info = {"signature": features.feature_signature(fcfg), "settings": asdict(fcfg),
-            "data": str(source.npz_root), "sample": source.is_sample}
+            "data": str(source.npz_root), "sample": source.is_sample,
+            "train_files": {c: source.train_fingerprint(c) for c in args.collections}}
     defaults = {c: features.default_config_rows(source.npz_root, valid, "valid", args.cache_dir)
                 for c, (_, valid) in data.items()}
     run_dir, record = train_run(cfg, data, args.cache_dir / "runs", info, default_rows=defaults)
@@ -97,20 +85,21 @@ def cmd_train(args) -> int:
 
 
 def cmd_submit(args) -> int:
-    """Write submission.csv from a trained run (default: the newest) for every test file."""
+    """Write submission.csv for every test file, each collection scored by its newest fit run."""
     source = _source(args)
-    run_dir = args.run or latest_run(args.cache_dir / "runs")
-    record = read_run(run_dir)
-    fcfg = FeatureConfig(**record["features"]["settings"])
-    tests = {c: list_npz(source.npz_root, c, "test") for c in args.collections}
-    tests = {c: files for c, files in tests.items() if files}
-    check_run(record, run_dir, tests, features.feature_signature(fcfg))
-    test_sets = {c: features.load_or_build(source.npz_root, c, "test", fcfg, args.cache_dir,
-                                           workers=args.workers) for c in tests}
+    tests = files_to_score(source)
+    choices = choose_runs(args.cache_dir / "runs", source, tests, dict(args.run),
+                          allow_other_data=args.allow_other_data)
+    for c, choice in choices.items():
+        print(f"{c:<20} served by {choice.run_dir}" + (f"  (note: {choice.note})"
+                                                       if choice.note else ""))
+    test_sets = {c: features.load_or_build(source.npz_root, c, "test",
+                                           choices[c].feature_config, args.cache_dir,
+                                           workers=args.workers, pack=args.pack) for c in tests}
     expected = {f"{c}:{f.stem}": count_configs(f) for c, files in tests.items() for f in files}
-    rows = submission_rows(run_dir, test_sets, expected)
+    rows = submission_rows(choices, test_sets, expected)
     path = write_csv(args.out, rows)
-    print(f"used run {run_dir}\nwrote {len(rows)} rows to {path}")
+    print(f"wrote {len(rows)} rows to {path}")
     return 0
 
 
@@ -140,50 +129,95 @@ COMMANDS = {"build-features": cmd_build_features, "train": cmd_train, "submit": 
             "rank": cmd_rank, "report": cmd_report, "bench": cmd_bench}
 
 
+def _at_least(low: int):
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+    parse.__name__ = "integer"   # argparse names the type in its own errors
+    return parse
+
+
+def _folds(text: str) -> int:
+    value = int(text)
+    if value < 0 or value == 1:
+        raise argparse.ArgumentTypeError(f"must be 0 (no cross-validation) or >= 2, got {value}")
+    return value
+
+
+def _run_arg(text: str) -> tuple[str | None, Path]:
+    """'DIR' (for every collection) or 'COLLECTION=DIR'."""
+    collection, sep, path = text.partition("=")
+    return (collection, Path(path)) if sep and collection in COLLECTIONS else (None, Path(text))
+
+
+def _data_options(p) -> None:
+    p.add_argument("--data-dir", help="TpuGraphs root (default: $TPUGRAPHS_DIR, then "
+                                      "~/data/tpugraphs, then the generated sample)")
+    p.add_argument("--no-pack", dest="pack", action="store_false",
+                   help="do not keep int8 copies of node_config_feat in the cache")
+
+
+def _feature_options(p) -> None:
+    p.add_argument("--collections", nargs="+", choices=COLLECTIONS, default=list(COLLECTIONS))
+    p.add_argument("--feature", action="append", default=[], metavar="KEY=VALUE",
+                   help=f"FeatureConfig setting (repeatable); keys: {describe(FeatureConfig)}")
+
+
+def _set_help() -> str:
+    keys = "; ".join(f"{name}: {describe(cls.params_cls, tuple(RUN_SET_PARAMS), defaults=False)}"
+                     for name, (cls, _) in sorted(RANKERS.items()))
+    return (f"ranker parameter (repeatable; defaults per collection kind in models/), by "
+            f"--ranker: {keys}")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    paths = argparse.ArgumentParser(add_help=False)
-    paths.add_argument("--data-dir", help="TpuGraphs root (default: $TPUGRAPHS_DIR, then "
-                                          "~/data/tpugraphs, then the generated sample)")
-    paths.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE,
-                       help=f"where features, runs and the sample go (default {DEFAULT_CACHE})")
-    common = argparse.ArgumentParser(add_help=False, parents=[paths])
-    common.add_argument("--collections", nargs="+", choices=COLLECTIONS, default=list(COLLECTIONS))
-    common.add_argument("--feature", action="append", default=[], metavar="KEY=VALUE",
-                        help="feature setting, e.g. feature_set=basic (repeatable)")
-    common.add_argument("--workers", type=int, default=2,
+    cache_only = argparse.ArgumentParser(add_help=False)
+    cache_only.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE,
+                            help=f"where features, runs and the sample go (default {DEFAULT_CACHE})")
+    common = argparse.ArgumentParser(add_help=False, parents=[cache_only])
+    common.add_argument("--workers", type=_at_least(1), default=2,
                         help="processes building feature files in parallel (default 2)")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, func in COMMANDS.items():
-        p = sub.add_parser(name, parents=[paths if name in ("rank", "report") else common],
+        p = sub.add_parser(name, parents=[cache_only if name in ("rank", "report") else common],
                            help=func.__doc__.splitlines()[0])
         p.set_defaults(func=func)
+        if name in ("build-features", "train", "submit"):
+            _data_options(p)
+        if name in ("build-features", "train"):
+            _feature_options(p)
         if name == "build-features":
             p.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS))
             p.add_argument("--force", action="store_true", help="rebuild even if cached")
-            p.add_argument("--no-pack", dest="pack", action="store_false",
-                           help="do not keep int8 copies of node_config_feat in the cache")
         elif name == "train":
             p.add_argument("--ranker", choices=sorted(RANKERS), default="lambdarank")
-            p.add_argument("--seeds", type=int, default=1, help="models averaged per collection")
-            p.add_argument("--seed", type=int, default=0, help="first seed")
-            p.add_argument("--folds", type=int, default=0,
+            p.add_argument("--seeds", type=_at_least(1), default=1,
+                           help="models averaged per collection")
+            p.add_argument("--seed", type=_at_least(0), default=0, help="first seed")
+            p.add_argument("--folds", type=_folds, default=0,
                            help="cross-validate over train graphs with whole model families held "
-                                "out per fold; >= the number of families: leave-one-family-out")
+                                "out per fold (0 = none, else >= 2; >= the number of families: "
+                                "leave-one-family-out)")
             p.add_argument("--without", action="append", default=[], metavar="FAMILY",
                            choices=sorted(FEATURE_FAMILIES),
                            help="leave a feature family out (ablation; repeatable): "
                                 + ", ".join(sorted(FEATURE_FAMILIES)))
             p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                           help="ranker parameter, e.g. num_leaves=63 (repeatable)")
+                           help=_set_help())
+            p.add_argument("--allow-no-valid", action="store_true",
+                           help="train collections without scorable validation graphs (no "
+                                "validation score; early stopping watches train families)")
         elif name == "bench":
             p.add_argument("--quick", action="store_true", help="small sizes, seconds not minutes")
-            p.add_argument("--repeat", type=int, default=3,
+            p.add_argument("--repeat", type=_at_least(1), default=3,
                            help="runs of every stage; shows median and min-max (default 3)")
         elif name == "rank":
             p.add_argument("file", type=Path, help="npz file: a graph and its candidate configs")
             p.add_argument("--run", type=Path, help="run directory (default: the newest)")
-            p.add_argument("--top", type=int, help="configs to print (default: tile 5, layout all)")
+            p.add_argument("--top", type=_at_least(1), help="configs to print (default: tile 5, layout all)")
             p.add_argument("--json", action="store_true", help="print JSON instead of a table")
             p.add_argument("--collection", choices=COLLECTIONS,
                            help="model to use (default: from the file's place in a TpuGraphs "
@@ -191,8 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
         elif name == "report":
             p.add_argument("--run", type=Path, help="run directory (default: the newest)")
             p.add_argument("--out", type=Path, help="report directory (default: <run>/report)")
-        else:
-            p.add_argument("--run", type=Path, help="run directory (default: the newest)")
+        elif name == "submit":
+            p.add_argument("--run", type=_run_arg, action="append", default=[],
+                           metavar="[COLLECTION=]DIR",
+                           help="run serving every collection, or one (repeatable; default: per "
+                                "collection the newest run that fits)")
+            p.add_argument("--allow-other-data", action="store_true",
+                           help="accept runs trained on other data (e.g. the generated sample)")
             p.add_argument("--out", type=Path, default=Path("submission.csv"))
     return parser
 
@@ -200,6 +239,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        removed = features.reclaim_stale(args.cache_dir)
+        if removed:
+            print(f"removed {len(removed)} temporaries left under {args.cache_dir} by runs that "
+                  f"ended early")
         return args.func(args)
     except (features.DataFormatError, StaleRunError, SubmissionError, FileNotFoundError,
             ValueError) as exc:

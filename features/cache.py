@@ -1,9 +1,16 @@
-"""The feature cache: entries keyed by inputs + settings + code, built resumably, published atomically.
+"""The feature cache: keys, atomic writes, and reclaiming what crashed processes left behind.
 
-Layout: <cache>/features/<collection with '-'>-<split>-<key12>/part-*.parquet + part-*.json +
-meta.json. An entry is complete only when meta.json exists; it is built in `<entry>.partial/`
-whose finished parts survive a crash, so a rerun with the same key resumes, and it becomes
-visible through one atomic rename.
+Layout:
+  <cache>/features/units/<collection with '-'>-<split>-<key12>/<file stem>.<stamp12>.npz
+      one input file's rows (a unit); the directory key covers the feature signature (row code
+      and settings) and library versions, the stamp the file's name, size and mtime.
+  <cache>/features/parts/<units dir name>/<key12>/part.parquet + part.json
+      the rows of a run of units (256 tile files, one layout file), keyed by the units' names.
+  <cache>/features/<collection with '-'>-<split>-<key12>/part-*.parquet + part-*.json + meta.json
+      a collection/split entry: hard links to its parts; the key covers every unit's name.
+Units, parts and entries are written under temporary names and renamed into place, so a crash
+leaves finished units (a rerun builds only the rest) and never a half part or entry. Temporary
+names carry the writer's pid and host; `reclaim_stale` removes those whose writer is gone.
 """
 from __future__ import annotations
 
@@ -11,8 +18,11 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
+import socket
 import tempfile
+import time
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -47,31 +57,57 @@ def file_stamps(files: list[Path]) -> list[tuple[str, int, int]]:
     return stamps
 
 
-def key_inputs(collection: str, split: str, files: list[Path], cfg) -> dict:
-    return {"schema": SCHEMA, "code": source_digest(), "settings": asdict(cfg),
-            "collection": collection, "split": split, "files": file_stamps(files),
-            "versions": {"numpy": np.__version__, "numba": numba.__version__,
-                         "polars": pl.__version__, "python": platform.python_version()}}
+def versions() -> dict:
+    return {"numpy": np.__version__, "numba": numba.__version__, "polars": pl.__version__,
+            "python": platform.python_version()}
+
+
+def _slug(collection: str, split: str) -> str:
+    return f"{collection.replace(':', '-')}-{split}"
+
+
+def unit_dir(cache_root: Path, collection: str, split: str, signature: str) -> Path:
+    """Where the units of one collection/split under one feature signature live."""
+    key = fingerprint(schema=SCHEMA, signature=signature, collection=collection, split=split,
+                      versions=versions())
+    return Path(cache_root) / "features" / "units" / f"{_slug(collection, split)}-{key}"
+
+
+def unit_path(units: Path, npz_file: Path) -> Path:
+    """A file's unit, named by its stem and stamp: an edited or replaced file gets a new one."""
+    stamp = fingerprint(stamp=file_stamps([npz_file]))
+    return Path(units) / f"{Path(npz_file).stem}.{stamp}.npz"
+
+
+def part_dir(unit_files: list[Path]) -> Path:
+    """A cached entry part holding these units (all of one unit directory), keyed by their names."""
+    units = Path(unit_files[0]).parent
+    key = fingerprint(units=[Path(u).name for u in unit_files])
+    return units.parent.parent / "parts" / units.name / key
 
 
 def entry_dir(cache_root: Path, collection: str, split: str, key: str) -> Path:
-    return Path(cache_root) / "features" / f"{collection.replace(':', '-')}-{split}-{key}"
+    return Path(cache_root) / "features" / f"{_slug(collection, split)}-{key}"
 
 
 def is_complete(entry: Path) -> bool:
     return (entry / "meta.json").exists()
 
 
-def staging_dir(entry: Path, *, fresh: bool) -> Path:
-    staging = entry.with_name(entry.name + ".partial")
-    if fresh and staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True, exist_ok=True)
-    return staging
+# ---------------------------------------------------------------- temporary names
+
+STALE_AGE_S = 24 * 3600   # unowned (or other-host) temporaries are reclaimed after this long
+_TAGGED = re.compile(r"\.tmp-(\d+)-([A-Za-z0-9]*)(\.[A-Za-z0-9_]+)?$")
+_PID_TMP = re.compile(r"\.(\d+)\.tmp$")   # io.packed_path's temporaries: <name>.<pid>.tmp
 
 
-def part_done(staging: Path, index: int) -> bool:
-    return (staging / f"part-{index:05d}.json").exists()
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9]", "", socket.gethostname())[:32]
+
+
+def owner_tag() -> str:
+    """Suffix of every temporary this process writes: `.tmp-<pid>-<host>`."""
+    return f".tmp-{os.getpid()}-{_host()}"
 
 
 @contextmanager
@@ -80,7 +116,7 @@ def atomic_dir(dest: Path):
     error it is removed, so readers see the old `dest`, the new one, or nothing."""
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=dest.name + owner_tag() + ".", dir=dest.parent))
     try:
         yield tmp
         if dest.exists():
@@ -91,12 +127,62 @@ def atomic_dir(dest: Path):
         raise
 
 
-def publish(staging: Path, entry: Path, meta: dict) -> Path:
-    """Write meta.json last, then rename the staging directory into place in one step."""
-    tmp = staging / "meta.json.tmp"
-    tmp.write_text(json.dumps(meta, indent=1, default=str))
-    tmp.replace(staging / "meta.json")
-    if entry.exists():
-        shutil.rmtree(entry)
-    os.replace(staging, entry)
-    return entry
+def write_atomically(dest: Path, write) -> Path:
+    """Call write(tmp_path), then rename the temporary over `dest`."""
+    tmp = dest.with_name(dest.name + owner_tag())
+    try:
+        write(tmp)
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dest
+
+
+def reclaim_stale(cache_root: Path) -> list[Path]:
+    """Remove temporaries whose writer is gone; returns what was removed.
+
+    A temporary tagged by this host is stale when its pid is not running: a live build's own
+    files are never touched, and a crashed one's are removed on the next start. Untagged ones
+    (`*.partial` of older versions) and other hosts' (a shared cache) cannot be checked that
+    way and are removed once older than STALE_AGE_S."""
+    root = Path(cache_root)
+    dirs = [root, root / "features", root / "runs", root / "packed", root / "bench"]
+    dirs += sorted((root / "features" / "units").glob("*/"))
+    dirs += sorted((root / "features" / "parts").glob("*/"))
+    removed = []
+    for d in dirs:
+        for path in (d.iterdir() if d.is_dir() else ()):
+            if _is_stale(path):
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else \
+                    path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
+
+
+def _is_stale(path: Path) -> bool:
+    tagged, by_pid = _TAGGED.search(path.name), _PID_TMP.search(path.name)
+    if tagged and tagged.group(2) == _host():
+        return not _alive(int(tagged.group(1)))
+    if by_pid:
+        return not _alive(int(by_pid.group(1)))
+    if tagged or path.name.endswith(".partial"):
+        return time.time() - path.stat().st_mtime > STALE_AGE_S
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # someone else's process: alive
+        return True
+    return _state(pid) != "Z"
+
+
+def _state(pid: int) -> str:
+    """The process state letter from /proc (Z = zombie: exited, not yet reaped), "" if unknown."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""

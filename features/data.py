@@ -5,8 +5,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .io import DEFAULT_DATA_DIR, DataFormatError, resolve_npz_root
+from .cache import fingerprint
+from .io import (COLLECTIONS, DEFAULT_DATA_DIR, DataFormatError, collection_dir, list_npz,
+                 resolve_npz_root)
 from .sample import SampleSpec, ensure_sample
+
+SAMPLE_SUBMISSION = "sample_submission.csv"
 
 
 @dataclass(frozen=True)
@@ -14,6 +18,29 @@ class DataSource:
     npz_root: Path     # the directory holding tile/ and layout/
     is_sample: bool
     description: str
+
+    def collections(self) -> list[str]:
+        """The collections this data holds: those whose directory exists."""
+        return [c for c in COLLECTIONS if (self.npz_root / collection_dir(c)).is_dir()]
+
+    def train_fingerprint(self, collection: str) -> str:
+        """Identity of a collection's train file set (names and sizes, not paths or mtimes,
+        so a copied or moved download is the same data)."""
+        files = list_npz(self.npz_root, collection, "train")
+        return fingerprint(sample=self.is_sample,
+                           files=[(f.name, f.stat().st_size) for f in files])
+
+    @property
+    def sample_submission(self) -> Path | None:
+        """The download's sample_submission.csv: beside npz_all/ (or npz/), if present."""
+        root = self.npz_root
+        candidates = [root]
+        if root.name == "npz":
+            candidates.insert(0, root.parent)
+            if root.parent.name == "npz_all":
+                candidates.insert(0, root.parent.parent)
+        return next((c / SAMPLE_SUBMISSION for c in candidates
+                     if (c / SAMPLE_SUBMISSION).is_file()), None)
 
 
 def resolve_data(data_dir: str | os.PathLike | None, cache_root: Path, *,

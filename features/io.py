@@ -28,6 +28,16 @@ N_NODE_FEAT = 140
 N_TILE_CONFIG_FEAT = 24
 N_LAYOUT_CONFIG_FEAT = 18
 MAX_OPCODE = 120
+# Value bounds from shared/tpugraphs_format.md. node_feat and config_feat hold integers the
+# encoder computed as int64 and stored as float32 (section 4.2: "ints stored as float32", largest
+# seen ~3e9; section 2.2: tile sizes, their sums and products), so finite values below 2**63 in
+# magnitude are all the format can carry; tile sizes are never negative (unused slots are 0).
+MAX_ABS_VALUE = 2.0**63
+# node_feat 134..139 are layout_minor_to_major: dimension indices, 0-padded (section 4.3). A
+# dimension index takes only 0..5 (six slots; section 3.2 finds -1..5 for the same quantity in
+# node_config_feat), and the feature kernels index by them.
+LAYOUT_COLUMNS = (134, 140)
+MAX_DIM_INDEX = 5
 DEFAULT_DATA_DIR = Path("~/data/tpugraphs")
 
 TILE_KEYS = ("node_feat", "node_opcode", "edge_index", "config_feat", "config_runtime",
@@ -245,7 +255,10 @@ def _as_int(arr: np.ndarray, path: Path, key: str) -> np.ndarray:
 
 
 def _as_float(arr: np.ndarray, path: Path, key: str) -> np.ndarray:
+    """float32, after checking every value as stored (so a float64 1e300 is reported, not inf)."""
     _expect(arr.dtype.kind in "fiu", path, key, "a numeric dtype", arr.dtype)
+    _check_range(arr, path, key, -MAX_ABS_VALUE, MAX_ABS_VALUE,
+                 "finite values of magnitude below 2**63")
     return arr.astype(np.float32, copy=False)
 
 
@@ -255,6 +268,9 @@ def _validate(g: Graph) -> Graph:
     node_feat = _as_float(g.node_feat, p, "node_feat")
     _expect(node_feat.ndim == 2 and node_feat.shape[1] == N_NODE_FEAT and node_feat.shape[0] > 0,
             p, "node_feat", f"shape (n>0, {N_NODE_FEAT})", node_feat.shape)
+    _check_range(node_feat[:, slice(*LAYOUT_COLUMNS)], p, "node_feat", 0, MAX_DIM_INDEX + 1,
+                 f"layout_minor_to_major dimension indices in 0..{MAX_DIM_INDEX}",
+                 LAYOUT_COLUMNS[0])
     n = node_feat.shape[0]
     opcode = _as_int(g.node_opcode, p, "node_opcode")
     _expect(opcode.shape == (n,), p, "node_opcode", f"shape ({n},)", opcode.shape)
@@ -283,6 +299,18 @@ def _validate_edges(edges: np.ndarray, n: int, p: Path) -> np.ndarray:
     return edges
 
 
+def _check_range(arr: np.ndarray, p: Path, key: str, lo: float, hi: float, expected: str,
+                 first_column: int = 0) -> None:
+    """Every value in lo <= v < hi, else an error naming the first offending index and value;
+    `arr` may be a column slice starting at `first_column` of the key's array."""
+    bad = ~((arr >= lo) & (arr < hi))   # NaN fails both comparisons
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        index = where[:-1] + (where[-1] + first_column,) if where else where
+        raise DataFormatError(f"{p}: key {key!r}: expected {expected}, found "
+                              f"{float(arr[where]):.7g} at index {index}")
+
+
 def _check_runtime_values(values: np.ndarray, split: str, p: Path, key: str) -> None:
     if split == "test":
         _expect(not values.any(), p, key, "all zeros in a test file", "non-zero values")
@@ -296,6 +324,7 @@ def _validate_tile(g: Graph, c: int) -> dict:
     config_feat = _as_float(g.config_feat, p, "config_feat")
     _expect(config_feat.shape == (c, N_TILE_CONFIG_FEAT), p, "config_feat",
             f"shape ({c}, {N_TILE_CONFIG_FEAT})", config_feat.shape)
+    _check_range(config_feat, p, "config_feat", 0, MAX_ABS_VALUE, "non-negative tile sizes")
     norm = _as_int(g.config_runtime_normalizers, p, "config_runtime_normalizers")
     _expect(norm.shape == (c,), p, "config_runtime_normalizers", f"shape ({c},)", norm.shape)
     _expect(norm.min() > 0, p, "config_runtime_normalizers", "positive values",

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
-from .io import Graph, is_tile
+from .io import Graph, is_tile, read_graph
 from .per_config import EXTRACTORS, layout_static
 from .per_graph import graph_features
 from .rows import Rows, select_rows
@@ -63,6 +63,12 @@ class FeatureConfig:
             raise ValueError(f"feature_set must be one of {FEATURE_SETS}, got {self.feature_set!r}")
         if self.chunk_configs <= 0:
             raise ValueError(f"chunk_configs must be positive, got {self.chunk_configs}")
+        for name in ("max_train_configs_tile", "max_train_configs_layout", "max_valid_configs",
+                     "seed"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0 (0 = no cap), got {getattr(self, name)}")
+        if not 0 <= self.fastest_fraction <= 1:
+            raise ValueError(f"fastest_fraction must be in [0, 1], got {self.fastest_fraction}")
 
 
 @dataclass(frozen=True)
@@ -158,11 +164,25 @@ def _slots_set(ncf: np.ndarray | None) -> np.ndarray | None:
     return (counts.max(axis=0) if c else np.zeros(nc * 3, np.uint8)).reshape(nc, 3)
 
 
-def graph_table(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None,
-                ) -> tuple[np.ndarray, list[str], Rows]:
-    """(r, d) float32 feature rows of one graph, their column names and the selected rows.
+class GraphTable(NamedTuple):
+    """The rows of one graph, kept as its per-graph vector plus per-config columns."""
 
-    `static`: graph_static(g, cfg) computed earlier for the same graph (see static_key)."""
+    graph: np.ndarray      # (g,) float32, the same in every row
+    configs: np.ndarray    # (r, d - g) float32
+    columns: list[str]     # d names: the graph's, then the configs'
+    rows: Rows
+
+    @property
+    def X(self) -> np.ndarray:
+        X = np.empty((self.configs.shape[0], self.graph.size + self.configs.shape[1]), np.float32)
+        X[:, :self.graph.size] = self.graph
+        X[:, self.graph.size:] = self.configs
+        return X
+
+
+def graph_parts(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None) -> GraphTable:
+    """The rows of one graph. `static`: graph_static(g, cfg) computed earlier for the same graph
+    (see static_key)."""
     limit = cfg.max_train_configs_tile if is_tile(g.collection) else cfg.max_train_configs_layout
     rows = select_rows(g, max_train_configs=limit, fastest_fraction=cfg.fastest_fraction,
                        max_valid_configs=cfg.max_valid_configs, seed=cfg.seed,
@@ -173,11 +193,15 @@ def graph_table(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None,
     extra = {} if static.layout is None else {"static": static.layout}
     cv, cnames = EXTRACTORS[(kind, cfg.feature_set)](g, rows.config_idx, chunk=cfg.chunk_configs,
                                                      seed=cfg.seed, **extra)
-    gv = static.values
-    X = np.empty((rows.config_idx.size, gv.size + cv.shape[1]), np.float32)
-    X[:, :gv.size] = gv
-    X[:, gv.size:] = cv
-    return X, static.names + cnames, rows
+    return GraphTable(np.asarray(static.values, np.float32), np.asarray(cv, np.float32),
+                      static.names + cnames, rows)
+
+
+def graph_table(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None,
+                ) -> tuple[np.ndarray, list[str], Rows]:
+    """(r, d) float32 feature rows of one graph, their column names and the selected rows."""
+    t = graph_parts(g, cfg, static)
+    return t.X, t.columns, t.rows
 
 
 def graph_feature_set(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None,
@@ -187,6 +211,14 @@ def graph_feature_set(g: Graph, cfg: FeatureConfig, static: GraphStatic | None =
     return FeatureSet(X=X, runtime=rows.runtime, config_idx=rows.config_idx,
                       dup_count=rows.dup_count, ptr=np.array([0, X.shape[0]], np.int64),
                       graph_ids=(g.graph_id,), collection=g.collection, columns=tuple(columns))
+
+
+def file_table(path: Path, collection: str, split: str, cfg: FeatureConfig, *,
+               packed_dir: Path | None = None) -> GraphTable:
+    """The rows of one input file, read and validated."""
+    g = read_graph(path, collection, split, chunk_configs=cfg.chunk_configs,
+                   packed_dir=packed_dir)
+    return graph_parts(g, cfg)
 
 
 def write_part(path: Path, tables: list[tuple[str, np.ndarray, Rows]], columns: list[str]) -> None:

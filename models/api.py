@@ -26,7 +26,7 @@ from features.candidates import (candidate_kind, collection_from_path, graph_fro
 from features.table import GraphStatic, graph_feature_set, graph_static, static_key
 
 from .metrics import TILE_TOP_K, predicted_order
-from .predict import StaleRunError, check_run, collection_models, read_run
+from .predict import StaleRunError, check_signature, collection_models, read_run
 from .runs import ensemble_scores
 
 # A layout graph outside the TpuGraphs tree gets the random-search model: random search covers
@@ -54,8 +54,9 @@ class CostModel:
     candidates passed to one call: rank a graph's candidates together, not one at a time."""
 
     def __init__(self, models: dict[str, list], settings: FeatureConfig, *,
-                 cache_size: int = 8, source: str = ""):
+                 cache_size: int = 8, source: str = "", without: tuple[str, ...] = ()):
         self.models, self.settings, self.source = models, settings, source
+        self.without = tuple(without)   # feature families the run left out
         self.cache_size = cache_size
         self._static: OrderedDict[str, GraphStatic] = OrderedDict()
         self.cache_hits = self.cache_misses = 0
@@ -67,9 +68,10 @@ class CostModel:
         run_dir = Path(run_dir)
         record = read_run(run_dir)
         settings = FeatureConfig(**record["features"]["settings"])
-        check_run(record, run_dir, [], features.feature_signature(settings))
+        check_signature(record, run_dir)
         models = {c: collection_models(run_dir, c) for c in record["metrics"]}
-        return cls(models, settings, cache_size=cache_size, source=str(run_dir))
+        return cls(models, settings, cache_size=cache_size, source=str(run_dir),
+                   without=tuple(record["train_config"].get("without", ())))
 
     def rank(self, *, node_feat, node_opcode, edge_index, node_config_ids=None,
              node_splits=None, node_config_feat=None, config_feat=None,
@@ -97,7 +99,7 @@ class CostModel:
 
     def rank_graph(self, g: Graph) -> Ranking:
         """Rank the configs of a validated test-split Graph (see features.candidates)."""
-        data = graph_feature_set(g, self.settings, self._graph_static(g))
+        data = graph_feature_set(g, self.settings, self._graph_static(g)).without(self.without)
         scores = ensemble_scores(self.models[g.collection], data)
         return Ranking(g.collection, scores, data.config_idx[predicted_order(scores)])
 

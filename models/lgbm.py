@@ -16,6 +16,7 @@ import lightgbm as lgb
 import numpy as np
 
 from features import FeatureSet
+from features.settings import at_least, fractions, positive
 
 from . import metrics
 from .progress import lightgbm_callback, rounds_bar
@@ -39,6 +40,12 @@ class TreeParams:
     num_threads: int = 2
     seed: int = 0
 
+    def __post_init__(self):
+        at_least(self, n_estimators=1, num_leaves=2, min_data_in_leaf=0, bagging_freq=0,
+                 early_stopping=1, num_threads=1, seed=0, lambda_l2=0)
+        positive(self, "learning_rate")
+        fractions(self, "feature_fraction", "bagging_fraction")
+
 
 @dataclass(frozen=True)
 class LambdaRankParams(TreeParams):
@@ -50,6 +57,8 @@ class LambdaRankParams(TreeParams):
                                     # of sub-groups drawn per boosting bag ("bag")
 
     def __post_init__(self):
+        super().__post_init__()
+        at_least(self, n_grades=2, truncation_level=1)
         if not 0 < self.max_group_size <= MAX_LGBM_GROUP:
             raise ValueError(f"max_group_size must be in 1..{MAX_LGBM_GROUP}, "
                              f"got {self.max_group_size}")

@@ -4,7 +4,9 @@ Scores mean "higher = predicted faster" (models/base.py). A graph's predicted or
 stable descending sort of its scores, exactly the order `submit` writes.
   tile:   2 - min(runtime of the first min(5, c) predicted) / min(all runtimes)
   layout: Kendall tau-b between predicted position (0 = fastest) and runtime
-The collection score is the mean over graphs; the final score the mean of the 5 collections.
+A graph with fewer than two distinct runtimes (one config, or all equal) has no order to get
+right: it is unscored (NaN) under both metrics and counted apart, not averaged in.
+The collection score is the mean over scored graphs; the final score the mean of the collections.
 """
 from __future__ import annotations
 
@@ -123,20 +125,32 @@ def topk_score_per_graph(scores: np.ndarray, runtime: np.ndarray, ptr: np.ndarra
     return out
 
 
+def scorable(runtime: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """(n_graphs,) bool: the graph has at least two distinct runtimes."""
+    return np.array([runtime[ptr[g]:ptr[g + 1]].min() < runtime[ptr[g]:ptr[g + 1]].max()
+                     if ptr[g + 1] - ptr[g] > 1 else False for g in range(ptr.size - 1)], bool)
+
+
 def per_graph_scores(collection: str, scores: np.ndarray, runtime: np.ndarray,
                      ptr: np.ndarray) -> np.ndarray:
-    """The collection's metric for every graph."""
+    """The collection's metric for every graph; NaN where the graph cannot be scored."""
     if collection.startswith("tile"):
-        return topk_score_per_graph(scores, runtime, ptr)
-    return kendall_per_graph(scores, runtime, ptr)
+        out = topk_score_per_graph(scores, runtime, ptr)
+    else:
+        out = kendall_per_graph(scores, runtime, ptr)
+    out[~scorable(runtime, ptr)] = np.nan
+    return out
 
 
 def collection_score(per_graph: np.ndarray) -> float:
-    """Mean over the graphs that have a score (a graph of identical runtimes has none)."""
+    """Mean over the graphs that have a score."""
     valid = per_graph[np.isfinite(per_graph)]
     return float(valid.mean()) if valid.size else float("nan")
 
 
 def final_score(by_collection: dict[str, float]) -> float:
-    """Unweighted mean over collections, as the leaderboard averages its five."""
-    return float(np.mean(list(by_collection.values())))
+    """Unweighted mean over the collections that have a score, as the leaderboard averages its
+    five; NaN if none has."""
+    values = np.array(list(by_collection.values()), np.float64)
+    values = values[np.isfinite(values)]
+    return float(values.mean()) if values.size else float("nan")

@@ -1,17 +1,35 @@
-"""Score test graphs with a trained run and turn them into checked submission rows."""
+"""Score test graphs with trained runs and turn them into checked submission rows.
+
+Runs compose: each collection is served by its own run, the one named for it or else the newest
+that has a model for it, matches the current feature signature and was trained on this data.
+"""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
-from features import FeatureSet
+from features import DataSource, FeatureConfig, FeatureSet, feature_signature
 
 from .runs import ensemble_scores, load_models
 from .submission import SubmissionError, check_rows, to_rows
 
+MAX_LISTED_RUNS = 3
+
 
 class StaleRunError(RuntimeError):
-    """The run cannot score these features (other feature code/settings, or a missing model)."""
+    """No run can score these features (other feature code/settings, other data, no model)."""
+
+
+@dataclass(frozen=True)
+class RunChoice:
+    run_dir: Path
+    record: dict
+    note: str = ""     # why the run's data differs from this data (accepted on request)
+
+    @property
+    def feature_config(self) -> FeatureConfig:
+        return FeatureConfig(**self.record["features"]["settings"])
 
 
 def read_run(run_dir: Path) -> dict:
@@ -21,26 +39,93 @@ def read_run(run_dir: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def check_run(record: dict, run_dir: Path, collections, signature: str) -> None:
-    """Refuse a run trained on other features, or one lacking a collection's models."""
-    trained = record["features"].get("signature")
-    if trained != signature:
-        raise StaleRunError(
-            f"{run_dir}: trained on features {trained}, but the current feature code and "
-            f"settings give {signature}; rerun `pipeline.py train`")
-    missing = sorted(set(collections) - set(record["metrics"]))
-    if missing:
-        raise StaleRunError(f"{run_dir}: no models for {missing}; train them with "
-                            f"`pipeline.py train --collections {' '.join(missing)}`")
+def list_runs(runs_root: Path) -> list[tuple[Path, dict]]:
+    """Every finished run, newest first."""
+    files = sorted(Path(runs_root).glob("*/run.json"), key=lambda p: p.stat().st_mtime,
+                   reverse=True)
+    return [(f.parent, json.loads(f.read_text())) for f in files]
 
 
-def submission_rows(run_dir: Path, test_sets: dict[str, FeatureSet],
+def choose_runs(runs_root: Path, source: DataSource, collections, given: dict,
+                *, allow_other_data: bool = False) -> dict[str, RunChoice]:
+    """collection -> the run that serves it. given: collection -> run dir (key None: for all)."""
+    runs = list_runs(runs_root)
+    out = {}
+    for c in collections:
+        run_dir = given.get(c, given.get(None))
+        if run_dir is not None:
+            record = read_run(run_dir)
+            problem = unfit(record, run_dir, c, source, allow_other_data)
+            if problem:
+                raise StaleRunError(f"{run_dir} cannot serve {c}: {problem}")
+            out[c] = RunChoice(Path(run_dir), record, other_data(record, c, source))
+            continue
+        out[c] = _newest_fit(runs, runs_root, c, source, allow_other_data)
+    return out
+
+
+def _newest_fit(runs, runs_root: Path, c: str, source: DataSource,
+                allow_other_data: bool) -> RunChoice:
+    rejected = []
+    for run_dir, record in runs:
+        problem = unfit(record, run_dir, c, source, allow_other_data)
+        if not problem:
+            return RunChoice(run_dir, record, other_data(record, c, source))
+        rejected.append(f"{run_dir.name}: {problem}")
+    why = "; ".join(rejected[:MAX_LISTED_RUNS]) if rejected else f"no runs under {runs_root}"
+    raise StaleRunError(f"no trained run can serve {c} ({why}); train one with "
+                        f"`pipeline.py train --collections {c}`, or name a run with --run")
+
+
+def unfit(record: dict, run_dir: Path, c: str, source: DataSource,
+          allow_other_data: bool) -> str:
+    """Why the run cannot serve collection c, or "" if it can."""
+    if c not in record.get("metrics", {}) or not (Path(run_dir) / c.replace(":", "-")).is_dir():
+        return f"no model for {c}"
+    stale = stale_reason(record)
+    if stale:
+        return stale
+    note = other_data(record, c, source)
+    if note and not allow_other_data:
+        return f"{note} (--allow-other-data uses it anyway)"
+    return ""
+
+
+def stale_reason(record: dict) -> str:
+    """"" when the run's features are what the current code and settings compute."""
+    try:
+        current = feature_signature(FeatureConfig(**record["features"]["settings"]))
+    except (TypeError, ValueError) as exc:
+        return f"its feature settings are no longer valid ({exc})"
+    if record["features"].get("signature") != current:
+        return (f"trained on features {record['features'].get('signature')}, but the current "
+                f"feature code and settings give {current}")
+    return ""
+
+
+def check_signature(record: dict, run_dir: Path) -> None:
+    stale = stale_reason(record)
+    if stale:
+        raise StaleRunError(f"{run_dir}: {stale}; rerun `pipeline.py train`")
+
+
+def other_data(record: dict, c: str, source: DataSource) -> str:
+    """"" when the run's train files for c are this data's, else what differs."""
+    trained = record["features"].get("train_files", {}).get(c)
+    if trained == source.train_fingerprint(c):
+        return ""
+    if record["features"].get("sample") and not source.is_sample:
+        return "trained on the generated sample, not on this data"
+    return "trained on other train files than this data's"
+
+
+def submission_rows(choices: dict[str, RunChoice], test_sets: dict[str, FeatureSet],
                     expected: dict[str, int]) -> list[tuple[str, str]]:
     """Rows for every test graph; checked against expected (ID -> configs in its file)."""
     rows = []
-    without = read_run(run_dir)["train_config"].get("without", ())
     for collection, data in test_sets.items():
-        data = data.without(without)
+        run_dir = choices[collection].run_dir
+        data = data.without(read_run(run_dir)["train_config"].get("without", ()))
         rows += to_rows(collection, data.graph_ids, data.config_idx,
                         ensemble_scores(collection_models(run_dir, collection), data), data.ptr)
     check_rows(rows, expected)
@@ -55,5 +140,6 @@ def collection_models(run_dir: Path, collection: str) -> list:
     return models
 
 
-__all__ = ["StaleRunError", "SubmissionError", "check_run", "collection_models", "read_run",
+__all__ = ["RunChoice", "StaleRunError", "SubmissionError", "check_signature", "choose_runs",
+           "collection_models", "read_run",
            "submission_rows"]

@@ -20,6 +20,8 @@ import xgboost
 from features import FeatureSet
 from features.table import FEATURE_FAMILIES
 from features.cache import atomic_dir, fingerprint, source_digest
+from features.io import collection_dir
+from features.settings import at_least
 
 from . import RANKERS, collection_kind, diagnostics, metrics
 from .base import apply_overrides, normalize_per_graph
@@ -27,6 +29,9 @@ from .selection import family_folds, fit_family_stopped
 
 MODELS_DIR = Path(__file__).resolve().parent
 N_RANDOM_ORDERS = 5
+# Ranker parameters a run sets itself, so an override of them would be ignored: -> the option.
+RUN_SET_PARAMS = {"seed": "--seed"}
+MAX_LISTED_GRAPHS = 10
 
 
 @dataclass(frozen=True)
@@ -38,14 +43,20 @@ class TrainConfig:
                                 # held out per fold (>= families: leave-one-family-out)
     overrides: dict = field(default_factory=dict)   # ranker params, e.g. {"num_leaves": 63}
     without: tuple[str, ...] = ()   # feature families left out (ablation), see FEATURE_FAMILIES
+    allow_no_valid: bool = False  # train collections without usable validation graphs
 
     def __post_init__(self):
         if self.ranker not in RANKERS:
             raise ValueError(f"unknown ranker {self.ranker!r}; choose from {sorted(RANKERS)}")
-        if self.seeds < 1:
-            raise ValueError(f"seeds must be >= 1, got {self.seeds}")
-        if self.folds < 0 or self.folds == 1:
-            raise ValueError(f"folds must be 0 (off) or at least 2, got {self.folds}")
+        at_least(self, seeds=1, seed=0, folds=0)
+        if self.folds == 1:
+            raise ValueError("folds must be 0 (no cross-validation) or at least 2, got 1")
+        ignored = sorted(set(self.overrides) & set(RUN_SET_PARAMS))
+        if ignored:
+            raise ValueError(f"{ignored} cannot be overridden: the run sets them "
+                             f"({', '.join(RUN_SET_PARAMS[k] for k in ignored)})")
+        for defaults in RANKERS[self.ranker][1].values():   # bad keys or values fail here
+            apply_overrides(defaults, self.overrides)
         unknown = sorted(set(self.without) - set(FEATURE_FAMILIES))
         if unknown:
             raise ValueError(f"unknown feature families {unknown}; "
@@ -59,7 +70,7 @@ class TrainConfig:
 @dataclass
 class CollectionResult:
     collection: str
-    per_graph: np.ndarray
+    per_graph: np.ndarray       # NaN for graphs that cannot be scored
     random_per_graph: np.ndarray
     seed_means: list[float]
     graph_ids: tuple[str, ...]
@@ -73,14 +84,20 @@ class CollectionResult:
     def mean(self) -> float:
         return metrics.collection_score(self.per_graph)
 
+    @property
+    def unscored(self) -> tuple[str, ...]:
+        return tuple(g for g, s in zip(self.graph_ids, self.per_graph) if not np.isfinite(s))
+
     def summary(self) -> dict:
         finite = self.per_graph[np.isfinite(self.per_graph)]
-        return {"mean": self.mean, "min": float(finite.min()) if finite.size else None,
+        return {"mean": _finite_or_none(self.mean),
+                "min": float(finite.min()) if finite.size else None,
                 "max": float(finite.max()) if finite.size else None,
-                "seed_means": self.seed_means,
-                "seed_std": float(np.std(self.seed_means)),
-                "random_mean": metrics.collection_score(self.random_per_graph),
-                "cv_mean": None if np.isnan(self.cv_mean) else self.cv_mean,
+                "n_scored": int(finite.size), "unscored": list(self.unscored),
+                "seed_means": [_finite_or_none(m) for m in self.seed_means],
+                "seed_std": _finite_or_none(np.std(self.seed_means)),
+                "random_mean": _finite_or_none(metrics.collection_score(self.random_per_graph)),
+                "cv_mean": _finite_or_none(self.cv_mean),
                 "rounds": self.rounds,
                 "per_graph": _by_graph(self.graph_ids, self.per_graph),
                 "seconds": round(self.seconds, 2),
@@ -108,7 +125,7 @@ def random_reference(collection: str, data: FeatureSet, seed: int) -> np.ndarray
     rng = np.random.default_rng(seed)
     draws = [metrics.per_graph_scores(collection, rng.random(data.X.shape[0]), data.runtime,
                                       data.ptr) for _ in range(N_RANDOM_ORDERS)]
-    return np.nanmean(np.vstack(draws), axis=0) if draws[0].size else draws[0]
+    return np.mean(np.vstack(draws), axis=0) if draws[0].size else draws[0]
 
 
 def fit_seeds(cfg: TrainConfig, train: FeatureSet):
@@ -144,12 +161,37 @@ def cross_validate(cfg: TrainConfig, train: FeatureSet) -> float:
     return metrics.collection_score(np.concatenate(scores))
 
 
+def usable(valid: FeatureSet) -> bool:
+    """Whether the validation graphs can score the run."""
+    return bool(metrics.scorable(valid.runtime, valid.ptr).any())
+
+
+def check_splits(cfg: TrainConfig, data: dict, data_root: str | None) -> list[str]:
+    """Before any training: an empty train split is an error; a valid split with no scorable
+    graph is one too unless cfg.allow_no_valid, then a warning for the table."""
+    warnings = []
+    for c, (train, valid) in data.items():
+        where = f" ({Path(data_root) / collection_dir(c)})" if data_root else ""
+        if train.n_graphs == 0:
+            raise ValueError(f"{c}: the train split has no graphs{where}; train needs them "
+                             f"(leave the collection out with --collections)")
+        if usable(valid):
+            continue
+        what = ("the valid split has no graphs" if valid.n_graphs == 0 else
+                f"none of the {valid.n_graphs} valid graphs can be scored (one config or equal "
+                f"runtimes)")
+        if not cfg.allow_no_valid:
+            raise ValueError(f"{c}: {what}{where}; the validation score needs them "
+                             f"(--allow-no-valid trains without one)")
+        warnings.append(f"{c}: {what}: no validation score (early stopping watched held-out "
+                        f"train families as always)")
+    return warnings
+
+
 def train_collection(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet,
                      out_dir: Path, is_default: np.ndarray | None = None) -> CollectionResult:
     """is_default: (valid rows,) bool, the row's config is the compiler default (for the report)."""
     start, clock = time.perf_counter(), diagnostics.Stopwatch()
-    if train.n_graphs == 0:
-        raise ValueError(f"{train.collection}: no training graphs")
     with clock("fit"):
         models = fit_seeds(cfg, train)
     with clock("validate"):
@@ -184,6 +226,9 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[FeatureSet, FeatureSet]],
     """Train every collection in `data`, then publish the run directory atomically.
 
     default_rows: per collection, which validation rows hold the compiler's default config."""
+    if not data:
+        raise ValueError("no collections to train")
+    warnings = check_splits(cfg, data, feature_info.get("data"))
     data = {c: (t.without(cfg.without), v.without(cfg.without)) for c, (t, v) in data.items()}
     keys = {c: {"train": t.meta.get("key"), "valid": v.meta.get("key")}
             for c, (t, v) in data.items()}
@@ -197,18 +242,21 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[FeatureSet, FeatureSet]],
                                                    tmp / collection.replace(":", "-"),
                                                    (default_rows or {}).get(collection))
         record = _run_record(cfg, results, keys, {**feature_info,
-                                                  "build_seconds": _build_seconds(data)})
+                                                  "build_seconds": _build_seconds(data)},
+                             warnings)
         (tmp / "run.json").write_text(json.dumps(record, indent=1))
     return run_dir, record
 
 
-def _run_record(cfg: TrainConfig, results: dict, keys: dict, feature_info: dict) -> dict:
+def _run_record(cfg: TrainConfig, results: dict, keys: dict, feature_info: dict,
+                warnings: list[str]) -> dict:
     by_collection = {c: r.summary() for c, r in results.items()}
+    final = metrics.final_score({c: r.mean for c, r in results.items()})
     return {"ranker": cfg.ranker, "train_config": asdict(cfg),
             "params": {c: asdict(cfg.params_for(c)) for c in results},
             "features": {**feature_info, "keys": keys},
-            "metrics": by_collection,
-            "final": metrics.final_score({c: r.mean for c, r in results.items()}),
+            "metrics": by_collection, "warnings": warnings, "final": _finite_or_none(final),
+            "final_collections": [c for c, r in results.items() if np.isfinite(r.mean)],
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git": _git_describe(),
             "versions": {"lightgbm": lightgbm.__version__, "xgboost": xgboost.__version__,
                          "numpy": np.__version__, "python": platform.python_version()}}
@@ -230,16 +278,27 @@ def _git_describe() -> str | None:
 
 
 def format_table(record: dict) -> str:
-    """Per-collection validation table: mean, per-graph min/max, seed spread, random order."""
-    head = (f"{'collection':<20} {'graphs':>6} {'mean':>7} {'min':>7} {'max':>7} "
+    """Per-collection validation table: graphs scored and unscored, mean, per-graph min/max,
+    seed spread, random order; then the unscored graphs and any warning."""
+    head = (f"{'collection':<20} {'scored':>6} {'unscrd':>6} {'mean':>7} {'min':>7} {'max':>7} "
             f"{'seed sd':>7} {'random':>7} {'cv':>7} {'sec':>6}")
     lines = [head, "-" * len(head)]
     for c, m in record["metrics"].items():
         cells = [m["mean"], m["min"], m["max"], m["seed_std"], m["random_mean"], m["cv_mean"]]
-        lines.append(f"{c:<20} {len(m['per_graph']):>6} " + " ".join(
-            f"{x:>7.3f}" if x is not None else f"{'-':>7}" for x in cells)
-            + f" {m['seconds']:>6.1f}")
-    lines.append(f"{'final (mean of collections)':<28} {record['final']:.4f}")
+        unscored = len(m.get("unscored", []))   # older run.json files lack the split
+        lines.append(f"{c:<20} {len(m['per_graph']) - unscored:>6} {unscored:>6} "
+                     + " ".join(f"{x:>7.3f}" if x is not None else f"{'-':>7}" for x in cells)
+                     + f" {m['seconds']:>6.1f}")
+    scored = record.get("final_collections", list(record["metrics"]))
+    final = f"{record['final']:.4f}" if record["final"] is not None else "-"
+    lines.append(f"{f'final (mean of {len(scored)} collections)':<34} {final}")
+    for c, m in record["metrics"].items():
+        if m.get("unscored"):
+            shown = ", ".join(m["unscored"][:MAX_LISTED_GRAPHS])
+            more = len(m["unscored"]) - MAX_LISTED_GRAPHS
+            lines.append(f"unscored in {c} (one config or equal runtimes, not in the mean): "
+                         f"{shown}" + (f" and {more} more" if more > 0 else ""))
+    lines += [f"warning: {w}" for w in record.get("warnings", [])]
     return "\n".join(lines)
 
 

@@ -5,16 +5,58 @@ the first min(5, c) for tile, a full permutation of 0..c-1 for layout.
 """
 from __future__ import annotations
 
+import csv
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 
+from features import DataSource
+from features.io import collection_dir, list_npz
+
 from .metrics import TILE_TOP_K, predicted_order
+
+# An ID is written unquoted into a comma-separated file: a stem needing quotes (a comma, quote or
+# line break) or otherwise unusual is refused before anything is written. Real stems are 32 hex
+# digits (test files) or model names with '.', '_', '-'.
+SAFE_STEM = re.compile(r"[A-Za-z0-9._+\-]+")
 
 
 class SubmissionError(ValueError):
     """The rows about to be written would not be a valid submission."""
+
+
+def files_to_score(source: DataSource) -> dict[str, list[Path]]:
+    """The test files of every collection the data holds, checked for a complete submission:
+    each collection has test files, every stem can be written as an ID, and the IDs equal
+    those of the download's sample_submission.csv when it is present."""
+    held = source.collections()
+    if not held:
+        raise SubmissionError(f"{source.npz_root}: holds no collection directory")
+    files = {c: list_npz(source.npz_root, c, "test") for c in held}
+    empty = [f"{c} ({source.npz_root / collection_dir(c) / 'test'})" for c in held if not files[c]]
+    if empty:
+        raise SubmissionError(f"no test files for {', '.join(empty)}: a submission needs a row "
+                              f"for every test graph of every collection")
+    unsafe = [f for fs in files.values() for f in fs if not SAFE_STEM.fullmatch(f.stem)]
+    if unsafe:
+        raise SubmissionError(f"{unsafe[0]}: the file name cannot be written as a submission ID "
+                              f"(allowed: letters, digits, '._+-'); {len(unsafe)} such file(s)")
+    if source.sample_submission is not None:
+        _match_sample_submission(source.sample_submission,
+                                 {f"{c}:{f.stem}" for c, fs in files.items() for f in fs})
+    return files
+
+
+def _match_sample_submission(path: Path, ids: set[str]) -> None:
+    with open(path, newline="") as fh:
+        wanted = {row[0] for row in list(csv.reader(fh))[1:] if row}
+    missing, extra = sorted(wanted - ids), sorted(ids - wanted)
+    if missing or extra:
+        raise SubmissionError(
+            f"the test files do not match {path}: {len(missing)} of its IDs have no test file "
+            f"(e.g. {missing[:3]}), {len(extra)} test files are not in it (e.g. {extra[:3]})")
 
 
 def to_rows(collection: str, graph_ids, config_idx: np.ndarray, scores: np.ndarray,

@@ -14,6 +14,7 @@ import numpy as np
 import xgboost as xgb
 
 from features import FeatureSet
+from features.settings import at_least, fractions, positive
 
 from . import metrics
 from .progress import XGBoostProgress, rounds_bar
@@ -33,6 +34,12 @@ class XGBoostParams:
     early_stopping: int = 50
     num_threads: int = 2
     seed: int = 0
+
+    def __post_init__(self):
+        at_least(self, n_estimators=1, max_depth=1, min_child_weight=0, reg_lambda=0,
+                 pairs_per_sample=1, early_stopping=1, num_threads=1, seed=0)
+        positive(self, "learning_rate")
+        fractions(self, "subsample", "colsample_bytree")
 
 
 XGBOOST_DEFAULTS = {"layout": XGBoostParams(), "tile": XGBoostParams()}

@@ -162,3 +162,73 @@ def test_copied_tree_reads_the_same(tiny_root, tmp_path):
     assert [p.name for p in list_npz(root, "tile:xla", "test")] == \
         [p.name for p in list_npz(resolve_npz_root(tiny_root), "tile:xla", "test")]
     assert zipfile.is_zipfile(list_npz(root, "tile:xla", "test")[0])
+
+
+@pytest.fixture
+def tile_file(tiny_npz, tmp_path):
+    src = list_npz(tiny_npz, "tile:xla", "train")[0]
+    return _arrays(src), tmp_path / src.name
+
+
+def _with_value(file, key, index, value, dtype=None):
+    arrays, _ = file
+    arr = arrays[key].astype(dtype or arrays[key].dtype)
+    arr[index] = value
+    return _broken(file, **{key: arr})
+
+
+@pytest.mark.parametrize("key, index, value, shown", [
+    ("node_feat", (2, 28), np.nan, "nan"),
+    ("node_feat", (0, 93), 1e30, "1e+30"),      # was an OverflowError in per_config._roles
+    ("node_feat", (1, 27), -np.inf, "-inf"),
+    ("node_feat", (3, 136), 9.0, "9"),        # a dimension index beyond 0..5
+    ("node_feat", (3, 134), -1.0, "-1"),
+])
+def test_bad_node_feat_values_name_file_key_index_and_value(layout_file, key, index, value,
+                                                            shown):
+    path = _with_value(layout_file, key, index, value)
+    with pytest.raises(DataFormatError) as err:
+        read_graph(path, "layout:xla:default", "train")
+    assert f"{path}: key '{key}'" in str(err.value)
+    assert f"found {shown} at index {index}" in str(err.value)
+
+
+@pytest.mark.parametrize("key, index, value, shown", [
+    ("config_feat", (4, 9), np.inf, "inf"),     # inf reached tile_full as an IndexError
+    ("config_feat", (0, 0), np.nan, "nan"),
+    ("config_feat", (1, 15), 1e30, "1e+30"),
+    ("config_feat", (2, 8), -4.0, "-4"),
+    ("node_feat", (0, 134), np.inf, "inf"),
+    ("node_feat", (1, 28), 1e300, "1e+300"),     # float64 on disk: reported before the cast
+])
+def test_bad_tile_values_name_file_key_index_and_value(tile_file, key, index, value, shown):
+    path = _with_value(tile_file, key, index, value, np.float64 if value == 1e300 else None)
+    with pytest.raises(DataFormatError) as err:
+        read_graph(path, "tile:xla", "train")
+    assert f"{path}: key '{key}'" in str(err.value)
+    assert f"found {shown} at index {index}" in str(err.value)
+
+
+def test_all_nan_layout_node_feat_names_the_file(layout_file):
+    arrays, _ = layout_file
+    path = _broken(layout_file, node_feat=np.full_like(arrays["node_feat"], np.nan))
+    with pytest.raises(DataFormatError, match=f"{path}: key 'node_feat'.*nan at index \\(0, 0\\)"):
+        read_graph(path, "layout:xla:default", "train")
+
+
+def test_values_at_the_bounds_are_read_and_give_finite_features(tile_file, layout_file):
+    """The largest magnitudes the format allows pass the loader and the feature code."""
+    from features import FeatureConfig
+    from features.table import graph_table
+
+    arrays, _ = tile_file
+    config_feat = arrays["config_feat"].copy()
+    config_feat[0, 15] = np.float32(2.0**62)
+    node_feat = arrays["node_feat"].copy()
+    node_feat[0, 28], node_feat[0, 61] = np.float32(2.0**62), -39.0
+    for file, collection in ((_broken(tile_file, config_feat=config_feat, node_feat=node_feat),
+                              "tile:xla"),
+                             (_with_value(layout_file, "node_feat", (0, 28), 2.0**62),
+                              "layout:xla:default")):
+        X, _, _ = graph_table(read_graph(file, collection, "train"), FeatureConfig())
+        assert np.isfinite(X).all(), collection

@@ -125,3 +125,44 @@ def test_seed_ensemble_is_recorded_per_seed(rng, tmp_path):
                               train, valid, tmp_path)
     assert len(result.seed_means) == 3 and len(list(tmp_path.glob("seed-*"))) == 3
     assert result.mean > 0.7 and abs(result.summary()["random_mean"]) < 0.2
+
+
+def _with_unscorable_graphs(rng, collection):
+    """A valid set of two normal graphs, one with a single config and one whose runtimes are
+    all equal."""
+    from features import FeatureSet
+
+    base = make_ranking(rng, [120, 1, 50, 120], collection=collection)
+    runtime = base.runtime.copy()
+    runtime[121:171] = 7.0
+    return FeatureSet(X=base.X, runtime=runtime, config_idx=base.config_idx,
+                      dup_count=base.dup_count, ptr=base.ptr, graph_ids=base.graph_ids,
+                      collection=collection, columns=base.columns)
+
+
+@pytest.mark.parametrize("collection", ["layout:xla:random", "tile:xla"])
+def test_unscorable_graphs_are_listed_and_counted_apart(rng, tmp_path, collection):
+    from models.runs import TrainConfig, format_table, train_run
+
+    train, valid = make_ranking(rng, [150] * 4, collection=collection), \
+        _with_unscorable_graphs(rng, collection)
+    _, record = train_run(TrainConfig(ranker="regression", overrides=FAST),
+                          {collection: (train, valid)}, tmp_path, {})
+    m = record["metrics"][collection]
+    assert m["n_scored"] == 2 and m["unscored"] == ["g1", "g2"]
+    scored = [m["per_graph"][g] for g in ("g0", "g3")]
+    assert m["mean"] == pytest.approx(np.mean(scored))
+    table = format_table(record)
+    row = next(line for line in table.splitlines() if line.startswith(collection))
+    assert row.split()[1:3] == ["2", "2"]
+    assert f"unscored in {collection} (one config or equal runtimes, not in the mean): g1, g2" \
+        in table
+
+
+def test_tile_graphs_without_an_order_to_find_score_nan():
+    """Kaggle's formula gives them 1.0 whatever the model does; they are not averaged in."""
+    runtime = np.array([4.0, 4.0, 4.0, 9.0, 3.0, 5.0])
+    ptr = np.array([0, 3, 4, 6])
+    got = metrics.per_graph_scores("tile:xla", np.array([1.0, 2, 3, 1, 2, 1]), runtime, ptr)
+    assert np.isnan(got[:2]).all() and got[2] == pytest.approx(1.0)
+    assert metrics.scorable(runtime, ptr).tolist() == [False, False, True]

@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,7 +47,9 @@ def test_submit_writes_a_valid_submission(trained, tiny_npz, tmp_path, capsys):
             assert len(picks) == min(5, c) and len(set(picks)) == len(picks)
         else:
             assert sorted(picks) == list(range(c))
-    assert "used run" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    for collection in COLLECTIONS:
+        assert f"{collection:<20} served by" in out
 
 
 def test_second_build_is_served_from_cache(trained, capsys):
@@ -54,10 +59,17 @@ def test_second_build_is_served_from_cache(trained, capsys):
     assert out.count("cached") == 3 and "built" not in out
 
 
+def _full_run(cache: Path) -> Path:
+    """The fixture's run: the first with a model for every collection."""
+    return min((p for p in (cache / "runs").glob("*/run.json")
+                if len(json.loads(p.read_text())["metrics"]) == len(COLLECTIONS)),
+               key=lambda p: p.stat().st_mtime).parent
+
+
 def _doctored_run(trained, tmp_path, edit) -> Path:
     """A copy of the trained run whose run.json was changed by `edit`."""
     cache, _ = trained
-    run = next((cache / "runs").glob("*/run.json"))
+    run = _full_run(cache) / "run.json"
     copy = tmp_path / "doctored"
     shutil.copytree(run.parent, copy)
     record = json.loads(run.read_text())
@@ -67,8 +79,8 @@ def _doctored_run(trained, tmp_path, edit) -> Path:
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda r: r["features"].update(signature="0" * 12), "rerun `pipeline.py train`"),
-    (lambda r: r["metrics"].pop("tile:xla"), "no models for ['tile:xla']"),
+    (lambda r: r["features"].update(signature="0" * 12), "trained on features 000000000000"),
+    (lambda r: r["metrics"].pop("tile:xla"), "cannot serve tile:xla: no model for tile:xla"),
 ])
 def test_submit_refuses_a_stale_or_incomplete_run(trained, tmp_path, capsys, edit, message):
     _, common = trained
@@ -106,7 +118,7 @@ def test_bad_setting_is_an_error_not_a_crash(tiny_root, tmp_path, capsys):
 def test_help_for_every_command(command, capsys):
     with pytest.raises(SystemExit) as exc:
         pipeline.main([command, "--help"])
-    assert exc.value.code == 0 and "--data-dir" in capsys.readouterr().out
+    assert exc.value.code == 0 and "--cache-dir" in capsys.readouterr().out
 
 
 def test_readme_documents_every_command_and_the_test_command():
@@ -138,3 +150,171 @@ def test_every_ranker_beats_random_order_on_the_sample(ranker, trained, tmp_path
     assert m["layout:xla:random"]["mean"] > m["layout:xla:random"]["random_mean"] + 0.5
     assert m["layout:nlp:default"]["mean"] > m["layout:nlp:default"]["random_mean"] + 0.25
     assert m["tile:xla"]["mean"] > m["tile:xla"]["random_mean"] + 0.1
+
+
+# ---------------------------------------------------------------- complete submissions
+
+def _data_copy(tiny_root, tmp_path) -> Path:
+    """A copy of the tiny tree (same names and sizes, so the same data to a run)."""
+    copy = tmp_path / "data"
+    shutil.copytree(tiny_root / "npz_all", copy / "npz_all")
+    return copy
+
+
+def _submit(trained, data, tmp_path, *extra) -> tuple[int, Path]:
+    cache, _ = trained
+    out = tmp_path / "s.csv"
+    code = pipeline.main(["submit", "--data-dir", str(data), "--cache-dir", str(cache),
+                          "--workers", "1", "--out", str(out), *extra])
+    return code, out
+
+
+def _test_dir(data: Path, collection: str) -> Path:
+    return data / "npz_all" / "npz" / Path(*collection.split(":")) / "test"
+
+
+@pytest.mark.parametrize("how", ["empty", "missing"])
+def test_submit_refuses_a_collection_without_test_files(trained, tiny_root, tmp_path, capsys,
+                                                        how):
+    data = _data_copy(tiny_root, tmp_path)
+    test_dir = _test_dir(data, "layout:xla:default")
+    shutil.rmtree(test_dir)
+    if how == "empty":
+        test_dir.mkdir()
+    code, out = _submit(trained, data, tmp_path)
+    assert code == 2 and "no test files for layout:xla:default" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_submit_refuses_an_empty_test_tree(trained, tiny_root, tmp_path, capsys):
+    data = _data_copy(tiny_root, tmp_path)
+    for collection in COLLECTIONS:
+        for f in _test_dir(data, collection).glob("*.npz"):
+            f.unlink()
+    code, out = _submit(trained, data, tmp_path)
+    assert code == 2 and "no test files for tile:xla" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_stem_that_cannot_be_a_csv_id_fails_before_writing(trained, tiny_root, tmp_path,
+                                                             capsys):
+    data = _data_copy(tiny_root, tmp_path)
+    first = sorted(_test_dir(data, "tile:xla").glob("*.npz"))[0]
+    first.rename(first.with_name("a,b.npz"))
+    code, out = _submit(trained, data, tmp_path)
+    assert code == 2 and "a,b.npz: the file name cannot be written" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_ids_must_match_the_downloads_sample_submission(trained, tiny_root, tiny_npz, tmp_path,
+                                                        capsys):
+    data = _data_copy(tiny_root, tmp_path)
+    ids = [f"{c}:{f.stem}" for c in COLLECTIONS for f in list_npz(tiny_npz, c, "test")]
+    (data / "sample_submission.csv").write_text(
+        "ID,TopConfigs\n" + "".join(f"{i},0;1\n" for i in ids))
+    code, out = _submit(trained, data, tmp_path)
+    assert code == 0 and out.exists()
+    out.unlink()
+    (data / "sample_submission.csv").write_text(
+        "ID,TopConfigs\n" + "".join(f"{i},0;1\n" for i in ids[1:] + ["tile:xla:elsewhere"]))
+    code, out = _submit(trained, data, tmp_path)
+    err = capsys.readouterr().err
+    assert code == 2 and "tile:xla:elsewhere" in err and ids[0] in err and not out.exists()
+
+
+def test_a_run_trained_on_other_data_needs_the_flag_and_is_named(trained, tiny_root, tmp_path,
+                                                                 capsys):
+    data = _data_copy(tiny_root, tmp_path)
+    sorted((data / "npz_all" / "npz" / "tile" / "xla" / "train").glob("*.npz"))[0].unlink()
+    code, out = _submit(trained, data, tmp_path)
+    assert code == 2 and "trained on other train files" in capsys.readouterr().err
+    code, out = _submit(trained, data, tmp_path, "--allow-other-data")
+    printed = capsys.readouterr().out
+    assert code == 0 and out.exists()
+    assert "tile:xla             served by" in printed and \
+        "(note: trained on other train files than this data's)" in printed
+
+
+def test_a_run_trained_on_the_sample_is_not_used_for_other_data(trained, tiny_root, tmp_path,
+                                                                capsys):
+    def as_if_sample(record):
+        record["features"].update(sample=True, train_files={
+            c: "sample-files" for c in record["features"]["train_files"]})
+    run = _doctored_run(trained, tmp_path, as_if_sample)
+    code, out = _submit(trained, tiny_root, tmp_path, "--run", str(run))
+    assert code == 2 and "trained on the generated sample" in capsys.readouterr().err
+    code, out = _submit(trained, tiny_root, tmp_path, "--run", str(run), "--allow-other-data")
+    assert code == 0 and "note: trained on the generated sample" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- runs that compose
+
+def test_runs_trained_on_subsets_compose_into_one_submission(trained, tiny_root, tmp_path,
+                                                             capsys):
+    cache, common = trained
+    runs = cache / "runs"
+    full = _full_run(cache)
+    assert pipeline.main(["train", *common, *QUICK, "--seed", "11", "--collections",
+                          "tile:xla"]) == 0
+    newest = max(runs.glob("*/run.json"), key=lambda p: p.stat().st_mtime).parent
+    capsys.readouterr()
+    code, out = _submit(trained, tiny_root, tmp_path)
+    printed = capsys.readouterr().out
+    assert code == 0 and out.exists()
+    assert f"tile:xla             served by {newest}" in printed
+    for collection in COLLECTIONS[1:]:
+        assert f"{collection:<20} served by" in printed and \
+            f"{collection:<20} served by {newest}" not in printed
+    code, _ = _submit(trained, tiny_root, tmp_path, "--run", f"tile:xla={full}",
+                      "--run", f"layout:xla:random={full}")
+    printed = capsys.readouterr().out
+    assert code == 0 and f"tile:xla             served by {full}" in printed
+    code, _ = _submit(trained, tiny_root, tmp_path, "--run", str(newest))
+    assert code == 2 and "cannot serve layout:xla:default: no model" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- empty or unusable splits
+
+def _train(data, cache, *extra) -> int:
+    return pipeline.main(["train", "--data-dir", str(data), "--cache-dir", str(cache),
+                          "--workers", "1", *QUICK, *extra])
+
+
+def test_an_empty_train_split_is_an_error(tiny_root, tmp_path, capsys):
+    data = _data_copy(tiny_root, tmp_path)
+    for f in (data / "npz_all" / "npz" / "tile" / "xla" / "train").glob("*.npz"):
+        f.unlink()
+    assert _train(data, tmp_path / "cache", "--collections", "tile:xla") == 2
+    assert "tile:xla: the train split has no graphs" in capsys.readouterr().err
+    assert not list((tmp_path / "cache" / "runs").glob("*"))
+
+
+def test_an_empty_valid_split_needs_the_flag_and_is_flagged(tiny_root, tmp_path, capsys):
+    data = _data_copy(tiny_root, tmp_path)
+    valid = data / "npz_all" / "npz" / "layout" / "xla" / "random" / "valid"
+    for f in valid.glob("*.npz"):
+        f.unlink()
+    args = ("--collections", "layout:xla:random", "tile:xla")
+    assert _train(data, tmp_path / "cache", *args) == 2
+    assert "layout:xla:random: the valid split has no graphs" in capsys.readouterr().err
+    assert not list((tmp_path / "cache" / "runs").glob("*"))
+    assert _train(data, tmp_path / "cache", *args, "--allow-no-valid") == 0
+    out = capsys.readouterr().out
+    assert "warning: layout:xla:random: the valid split has no graphs" in out
+    assert "final (mean of 1 collections)" in out
+    record = json.loads(next((tmp_path / "cache" / "runs").glob("*/run.json")).read_text())
+    assert record["metrics"]["layout:xla:random"]["mean"] is None
+    assert record["final"] == record["metrics"]["tile:xla"]["mean"]
+
+
+def test_stale_temporaries_are_removed_when_a_command_starts(tmp_path, capsys):
+    from features.cache import owner_tag
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    tag = owner_tag().replace(str(os.getpid()), str(dead.pid))
+    stale = tmp_path / "runs" / f"lambdarank-abc{tag}.x1"
+    stale.mkdir(parents=True)
+    pipeline.main(["build-features", "--data-dir", str(tmp_path / "absent"), "--cache-dir",
+                   str(tmp_path)])
+    assert not stale.exists() and "removed 1 temporaries" in capsys.readouterr().out

@@ -1,0 +1,143 @@
+"""The command line: typed settings checked before any work, range-checked numbers, no ignored
+options, and a README that documents exactly the options each command has."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import pipeline
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def command_options() -> dict[str, set[str]]:
+    """Every subcommand and its options, read from the parser itself."""
+    parser = pipeline.build_parser()
+    sub = next(a for a in parser._actions if a.choices and isinstance(a.choices, dict))
+    return {name: {o for action in p._actions for o in action.option_strings
+                   if o.startswith("--") and o != "--help"}
+            for name, p in sub.choices.items()}
+
+
+def readme_blocks(text: str) -> list[tuple[str, str]]:
+    """(section heading, block) pairs: paragraphs, fenced code blocks, and each table row."""
+    blocks, section, current, fenced = [], "", [], False
+    for line in text.splitlines() + [""]:
+        if line.startswith("```"):
+            fenced = not fenced
+        if not fenced and (not line.strip() or line.startswith(("#", "|"))):
+            if current:
+                blocks.append((section, "\n".join(current)))
+                current = []
+            if line.startswith("#"):
+                section = line
+            elif line.startswith("|"):
+                blocks.append((section, line))
+            continue
+        current.append(line)
+    return blocks
+
+
+def documented_options(text: str, commands) -> tuple[dict[str, set[str]], list[str]]:
+    """command -> options the README names for it, and options it names for no command.
+
+    An option belongs to the command it follows in `pipeline.py CMD ...` or a code span
+    starting with a command's name (`train --ranker`); any other option in a paragraph or
+    table row belongs to every command that block names, else to those named by the nearest
+    earlier block of the same section."""
+    names = "|".join(re.escape(c) for c in sorted(commands, key=len, reverse=True))
+    segment = re.compile(rf"pipeline\.py\s+({names})\b([^`\n&;|]*)|`({names})\b([^`]*)`")
+    found = {c: set() for c in commands}
+    orphans, inherited = [], {}
+    for section, block in readme_blocks(text):
+        named = set()
+        for m in segment.finditer(block):
+            command, rest = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            named.add(command)
+            found[command] |= set(OPTION.findall(rest))
+        rest_of_block = segment.sub(" ", block)
+        owners = named or inherited.get(section, set())
+        if named:
+            inherited[section] = named
+        for option in OPTION.findall(rest_of_block):
+            if not owners:
+                orphans.append(option)
+            for command in owners:
+                found[command].add(option)
+    return found, orphans
+
+
+def test_readme_options_exist_on_their_commands_and_every_option_is_documented():
+    actual = command_options()
+    documented, orphans = documented_options(README.read_text(), actual)
+    documented = {c: found - {"--help"} for c, found in documented.items()}   # every command
+    assert not orphans, f"README names {orphans} without saying for which command"
+    for command, options in actual.items():
+        assert documented[command] <= options, \
+            f"README names {sorted(documented[command] - options)} for `{command}`, which " \
+            f"does not have them"
+        assert options <= documented[command], \
+            f"`{command}` has {sorted(options - documented[command])}, not in the README"
+
+
+def test_the_readme_check_catches_an_option_a_command_lacks():
+    """The fault this guards against: `--no-pack` documented for commands without it."""
+    text = "`build-features` and `bench` keep int8 copies (`--no-pack` to skip).\n"
+    documented, _ = documented_options(text, ["build-features", "bench"])
+    assert documented["bench"] == {"--no-pack"}
+    assert "--no-pack" not in command_options()["bench"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--set", "num_leaves=abc"],
+     "LambdaRankParams.num_leaves must be of type int, got 'abc'"),
+    (["train", "--set", "bogus=1"], "unknown LambdaRankParams setting 'bogus'; valid: "
+                                    "n_estimators (int)"),
+    (["train", "--ranker", "xgboost", "--set", "num_leaves=7"], "unknown XGBoostParams"),
+    (["train", "--set", "num_leaves=1"], "num_leaves must be >= 2"),
+    (["train", "--set", "learning_rate=nan"], "learning_rate must be of type float"),
+    (["train", "--set", "seed=3"], "use --seed"),
+    (["train", "--set", "gain=cubic"], "gain must be"),
+    (["train", "--feature", "max_valid_configs=many"],
+     "max_valid_configs must be of type int"),
+    (["build-features", "--feature", "bogus=1"], "unknown FeatureConfig setting 'bogus'"),
+    (["build-features", "--feature", "fastest_fraction=2"], "fastest_fraction must be in [0, 1]"),
+    (["build-features", "--feature", "seed"], "expected KEY=VALUE"),
+])
+def test_bad_settings_fail_before_any_work(argv, message, tmp_path, capsys):
+    """No data is resolved, no sample generated, nothing built before the check."""
+    code = pipeline.main([*argv, "--cache-dir", str(tmp_path / "cache"),
+                          "--data-dir", str(tmp_path / "absent")])
+    err = capsys.readouterr()
+    assert code == 2 and message in err.err
+    assert "TpuGraphs data" not in err.out and not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["build-features", "--workers", "0"], ["build-features", "--workers", "-3"],
+    ["train", "--folds", "-1"], ["train", "--folds", "1"], ["train", "--seeds", "0"],
+    ["train", "--seed", "-1"], ["bench", "--workers", "0"],
+    ["submit", "--feature", "feature_set=basic"], ["bench", "--data-dir", "x"],
+    ["bench", "--collections", "tile:xla"], ["bench", "--feature", "seed=1"],
+    ["submit", "--collections", "tile:xla"],
+])
+def test_out_of_range_and_ignored_options_are_refused(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        pipeline.main(argv)
+    assert exc.value.code == 2 and "error:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command, keys", [
+    ("train", ["num_leaves (int)", "learning_rate (float)", "max_depth (int)", "gain (str)",
+               "feature_set (str, default 'full')"]),
+    ("build-features", ["max_valid_configs (int, default 1000)"]),
+])
+def test_help_lists_the_valid_keys_and_types(command, keys, capsys):
+    with pytest.raises(SystemExit):
+        pipeline.main([command, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for key in keys:
+        assert key in out
