@@ -58,8 +58,11 @@ def default_first_per_graph(data: FeatureSet, is_default: np.ndarray | None) -> 
 
 
 def metric_by_round(models, valid: FeatureSet) -> list[dict]:
-    """Per seed: the validation metric after evenly spaced numbers of boosting rounds."""
+    """Per seed: the validation metric after evenly spaced numbers of boosting rounds; none
+    without validation rows (a run trained with --allow-no-valid)."""
     out = []
+    if valid.X.shape[0] == 0:
+        return out
     for seed, model in enumerate(models):
         rounds, scores = model.round_scores(valid, HISTORY_POINTS)
         values = [metrics.collection_score(metrics.per_graph_scores(
@@ -81,8 +84,9 @@ def mean_gain(models, columns) -> dict[str, float]:
 
 
 def save(out_dir: Path, models, valid: FeatureSet, scores: np.ndarray,
-         is_default: np.ndarray | None) -> None:
-    """Write valid_predictions.parquet and diagnostics.json into a collection's run directory."""
+         is_default: np.ndarray | None, columns) -> None:
+    """Write valid_predictions.parquet and diagnostics.json into a collection's run directory.
+    columns: the models' feature names (an empty valid split has none)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     pl.DataFrame({
         "graph_id": np.repeat(np.array(valid.graph_ids, dtype=str), valid.group_sizes),
@@ -90,7 +94,7 @@ def save(out_dir: Path, models, valid: FeatureSet, scores: np.ndarray,
         "is_default": np.zeros(scores.size, bool) if is_default is None else is_default,
     }).write_parquet(out_dir / "valid_predictions.parquet")
     payload = {"history": metric_by_round(models, valid),
-               "gain_share": mean_gain(models, valid.columns),
+               "gain_share": mean_gain(models, columns),
                "default_known": is_default is not None}
     (out_dir / "diagnostics.json").write_text(json.dumps(payload, indent=1))
 

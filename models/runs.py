@@ -205,7 +205,7 @@ def train_collection(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet,
     with clock("cross-validate"):
         cv = cross_validate(cfg, train)
     with clock("report data"):
-        diagnostics.save(out_dir, models, valid, scores, is_default)
+        diagnostics.save(out_dir, models, valid, scores, is_default, train.columns)
     return CollectionResult(valid.collection, per_graph, random_reference(
         valid.collection, valid, cfg.seed), seed_means, valid.graph_ids,
         time.perf_counter() - start, cv_mean=cv, rounds=[int(m.stopped_at_) for m in models],
