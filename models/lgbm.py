@@ -4,7 +4,8 @@ LambdaRank: labels are per-graph runtime ranks binned into `n_grades` levels wit
 `label_gain`; graphs over LightGBM's 10,000-row limit are split into random sub-groups (all
 used each round, or sampled per boosting bag with `oversize="bag"`); gains
 and truncation follow the metric (full list for layout's Kendall, top-heavy for tile's top-5);
-early stopping watches the competition metric on the validation graphs, not NDCG.
+early stopping watches the competition metric, not NDCG, on the graphs `fit` is given to watch
+(models/selection.py passes held-out train families, never the graphs a score is reported on).
 """
 from __future__ import annotations
 
