@@ -130,8 +130,9 @@ def layout_sources(g: Graph, edges: Edges, config_pos: dict[int, int]) -> np.nda
 
 def chain_ends(g: Graph, edges: Edges, src: np.ndarray, v: int, config_pos: dict[int, int]):
     """Where the output of v is consumed, following layout-preserving users that carry v's layout:
-    (configurable consumer nodes, other consumer count, whether a computation output is reached)."""
-    cfg_users, plain, to_output = set(), 0, False
+    (count of consumers that are neither configurable nor on the chain, whether a computation
+    output is reached). Configurable consumers see the layout through their own input source."""
+    plain, to_output = 0, False
     stack, seen = [v], {v}
     while stack:
         x = stack.pop()
@@ -144,12 +145,12 @@ def chain_ends(g: Graph, edges: Edges, src: np.ndarray, v: int, config_pos: dict
                 continue
             seen.add(u)
             if u in config_pos:
-                cfg_users.add(u)
-            elif src[u] == src[v]:
+                continue
+            if src[u] == src[v]:
                 stack.append(u)
             else:
                 plain += 1
-    return cfg_users, plain, to_output
+    return plain, to_output
 
 
 def merge_points(g: Graph, edges: Edges, src: np.ndarray) -> list[tuple[int, int, int]]:

@@ -6,7 +6,6 @@ producer's, and whether dot/conv put their feature dimensions minor-most (soluti
 """
 from __future__ import annotations
 
-import zlib
 from typing import NamedTuple
 
 import numpy as np
@@ -16,6 +15,7 @@ from . import graph_roles as R
 from . import kernels as K
 from .io import Graph
 from .per_graph import element_bytes, ranks, signed_log
+from .rows import graph_rng
 
 ROLE_NAMES = ("batch", "contracting", "free", "spatial")
 NODE_QUANTITIES = (
@@ -121,7 +121,7 @@ def layout_static(g: Graph) -> LayoutStatic:
         si[k, K.S_SIB_FIRST] = first_reader.setdefault(int(src[x]), k) if x >= 0 else -1
         if si[k, K.S_SIB_FIRST] == k:
             si[k, K.S_SIB_FIRST] = -1
-        _, plain, to_out = R.chain_ends(g, edges, src, v, pos)
+        plain, to_out = R.chain_ends(g, edges, src, v, pos)
         si[k, K.S_PLAIN_USERS], si[k, K.S_TO_OUTPUT] = plain, int(to_out)
     si[:, K.S_HAS_KER] = nodes[:, 2] >= 0
     si[:, K.S_IS_RESHAPE] = g.node_opcode[ids] == R.RESHAPE
@@ -159,8 +159,7 @@ def stat_rows(g: Graph, seed: int) -> np.ndarray:
     """A label-independent uniform sample (sorted) of the file's configs for within-graph stats."""
     if g.n_configs <= STAT_CONFIGS:
         return np.arange(g.n_configs)
-    rng = np.random.default_rng([seed, zlib.crc32(g.graph_id.encode())])
-    return np.sort(rng.choice(g.n_configs, STAT_CONFIGS, replace=False))
+    return np.sort(graph_rng(seed, g.graph_id).choice(g.n_configs, STAT_CONFIGS, replace=False))
 
 
 class ValueCounts(NamedTuple):

@@ -117,7 +117,7 @@ def test_call_edges_are_not_operands_and_called_parameters_stand_for_the_caller_
     # a reducer's params are (accumulator, element): only one operand, the init, is scalar
     assert list(edges.param_source.values()) == [init]
     # the reshape's output goes to the reduce (a plain user), not to the called computation
-    _, plain, _ = R.chain_ends(g, edges, R.layout_sources(g, edges, {reshape: 0}), reshape,
+    plain, _ = R.chain_ends(g, edges, R.layout_sources(g, edges, {reshape: 0}), reshape,
                                {reshape: 0})
     assert plain == 1
 
