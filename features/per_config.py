@@ -163,23 +163,16 @@ def stat_rows(g: Graph, seed: int) -> np.ndarray:
 
 
 class ValueCounts(NamedTuple):
-    """Per configurable node: its distinct 18-slot values (sorted codes) and their share among
-    the sampled configs, plus the most common one."""
-    values: list[np.ndarray]
-    shares: list[np.ndarray]
+    """Per configurable node: the 18-slot values (codes) among the sampled configs and their
+    shares, as a hash table (kernels.value_table), plus the most common one."""
+    keys: np.ndarray
+    shares: np.ndarray
     modal: np.ndarray
 
 
 def value_counts(codes: np.ndarray) -> ValueCounts:
     """codes (s, nc) int64 of the sampled configs -> per-node value shares."""
-    values, shares = [], []
-    for k in range(codes.shape[1]):
-        v, n = np.unique(codes[:, k], return_counts=True)
-        values.append(v)
-        shares.append(n / max(1, codes.shape[0]))
-    modal = np.array([v[np.argmax(n)] if v.size else -1 for v, n in zip(values, shares)],
-                     np.int64)
-    return ValueCounts(values, shares, modal)
+    return ValueCounts(*K.value_table(np.ascontiguousarray(codes)))
 
 
 def value_frequencies(codes: np.ndarray, table: ValueCounts):
@@ -187,11 +180,7 @@ def value_frequencies(codes: np.ndarray, table: ValueCounts):
     the same value (0 if none did), and whether it differs from the node's most common value.
 
     A genetic search (the 'default' collections) revisits good choices, so frequent is fast."""
-    freq = np.zeros(codes.shape, np.float32)
-    for k, (v, n) in enumerate(zip(table.values, table.shares)):
-        at = np.minimum(np.searchsorted(v, codes[:, k]), max(v.size - 1, 0))
-        freq[:, k] = np.where(v[at] == codes[:, k], n[at], 0.0) if v.size else 0.0
-    return freq, (codes != table.modal).astype(np.float32)
+    return K.value_shares(codes, *table)
 
 
 def layout_names() -> list[str]:
