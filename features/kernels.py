@@ -221,15 +221,16 @@ def _checked(layout, rank, fallback):
 
 
 @njit(cache=True, inline='always')
-def _pad_factor(pad, k, t, layout, rank):
-    """Padded over true size of tensor t of node k under `layout`, from the (7, 7) table of
-    (minor dim, 2nd-minor dim or 6 for none) built by per_config.pad_tables; 1 when unknown."""
+def _pad_factor(pad, k, t, layout, rank, part):
+    """Padded over true size of tensor t of node k under `layout` (part 0) or its log2 (part 1),
+    from the (7, 7, 2) table of (minor dim, 2nd-minor dim or 6 for none) built by
+    per_config.pad_tables; factor 1, log 0, when unknown."""
     if rank == 0 or layout[0] < 0 or layout[0] >= rank:
-        return 1.0
+        return 1.0 - part
     if rank > 1 and (layout[1] < 0 or layout[1] >= rank):
-        return 1.0
+        return 1.0 - part
     second = layout[1] if rank > 1 else 6
-    return pad[k, t, layout[0], second]
+    return pad[k, t, layout[0], second, part]
 
 
 @njit(cache=True, inline='always')
@@ -268,11 +269,11 @@ def _physical_order(layout, rank, dims, out):
 
 
 @njit(cache=True, inline='always')
-def _reshape_is_bitcast(shapes, k, ei, r_in, eo, r_out):
+def _reshape_is_bitcast(shapes, k, ei, r_in, eo, r_out, pi, po):
     """Whether a reshape keeps the physical element order (a bitcast) under its input and output
     layouts: both row-major over their non-unit dims, or the reshape only adds/drops unit dims
-    and both layouts order the remaining dims alike. Otherwise it is a copy."""
-    pi, po = np.empty(6, np.int64), np.empty(6, np.int64)
+    and both layouts order the remaining dims alike. Otherwise it is a copy. pi, po: (6,)
+    scratch, passed in because an allocation per (config, node) costs more than the test."""
     ni = _physical_order(ei, r_in, shapes[k, 1, :, 0], pi)
     no = _physical_order(eo, r_out, shapes[k, 0, :, 0], po)
     ordered = True
@@ -298,19 +299,20 @@ def _reshape_is_bitcast(shapes, k, ei, r_in, eo, r_out):
 
 
 @njit(cache=True, inline='always')
-def _roles(q, roles, k, t, layout, rank, slot):
+def _roles(acc, roles, k, t, layout, rank, slot):
     """One-hot of the role of the minor (slot 0) / 2nd-minor (slot 1) dim of tensor t."""
     if rank > slot and 0 <= layout[slot] < rank:
         r = roles[k, t, layout[slot]]
         if r >= 0:
-            q[Q_ROLES + (t * 2 + slot) * N_ROLES + r] = 1.0
+            acc[Q_ROLES + (t * 2 + slot) * N_ROLES + r] += 1.0
 
 
 @njit(cache=True, inline='always')
-def _node_quantities(ncf, j, k, si, sf, shapes, pad, defaults, fixed, roles, freq, modal, q,
-                     eo, ei, ek, tmp):
-    """Fill q (N_QUANT,) for node k in config j; eo/ei/ek receive its effective layouts."""
-    q[:] = 0.0
+def _node_quantities(ncf, j, k, si, sf, shapes, pad, defaults, fixed, roles, freq, modal, acc,
+                     eo, ei, ek, tmp, scratch):
+    """Add node k's quantities in config j to acc (N_QUANT,), the sums of its group: adding in
+    place, not filling a vector to add later, halves the work per (config, node).
+    eo/ei/ek receive its effective layouts; tmp (6,) and scratch (2, 6) are work space."""
     r_out, r_in, r_ker = si[k, S_RANK_OUT], si[k, S_RANK_IN], si[k, S_RANK_KER]
     out_default = _effective(ncf, j, k, 0, defaults[k, 0], eo)
     unknown = _checked(eo, r_out, defaults[k, 0])
@@ -328,39 +330,59 @@ def _node_quantities(ncf, j, k, si, sf, shapes, pad, defaults, fixed, roles, fre
         ker_copy = not _same(ek, tmp) and si[k, S_KER_POS] != ANY_SOURCE
     eb = sf[k, F_BYTES]
     b_out, b_in, b_ker = sf[k, F_VOL_OUT] * eb, sf[k, F_VOL_IN] * eb, sf[k, F_VOL_KER] * eb
-    pf_out = _pad_factor(pad, k, 0, eo, r_out)
-    pf_in = _pad_factor(pad, k, 1, ei, r_in)
-    pf_ker = _pad_factor(pad, k, 2, ek, r_ker) if has_ker else 1.0
+    pf_out = _pad_factor(pad, k, 0, eo, r_out, 0)
+    pf_in = _pad_factor(pad, k, 1, ei, r_in, 0)
+    pf_ker = _pad_factor(pad, k, 2, ek, r_ker, 0) if has_ker else 1.0
     changed = not _same(eo, defaults[k, 0])
-    q[0], q[1], q[2] = out_default, in_default, ker_default and has_ker
+    acc[0] += out_default
+    acc[1] += in_default
+    acc[2] += ker_default and has_ker
     row_major = r_out > 0
     for s in range(r_out):
         if eo[s] != r_out - 1 - s:
             row_major = False
-    q[3], q[4], q[5], q[6] = row_major, _same(eo, ei), changed, changed * b_out
-    q[7], q[8] = np.log2(pf_out), (pf_out - 1.0) * b_out
-    q[9], q[10] = np.log2(pf_in), (pf_in - 1.0) * b_in
-    q[11] = (pf_ker - 1.0) * b_ker
-    q[12], q[13] = in_copy, in_copy * b_in
-    q[14], q[15] = ker_copy, ker_copy * b_ker
-    users = si[k, S_PLAIN_USERS] if changed else 0
-    q[16], q[17] = users, users * b_out
-    q[18] = b_out if changed and si[k, S_TO_OUTPUT] == 1 else 0.0
-    # q[19], q[20]: sibling terms need other nodes; the caller fills them
-    q[21] = shapes[k, 0, eo[0], 1] if r_out > 0 and 0 <= eo[0] < r_out else 0.0
-    q[22] = shapes[k, 0, eo[1], 1] if r_out > 1 and 0 <= eo[1] < r_out else 0.0
-    q[23] = shapes[k, 1, ei[0], 1] if r_in > 0 and 0 <= ei[0] < r_in else 0.0
-    q[24] = r_out > 0 and 0 <= eo[0] < r_out and shapes[k, 0, eo[0], 0] % 128 == 0
-    if si[k, S_IS_RESHAPE] == 1 and not _reshape_is_bitcast(shapes, k, ei, r_in, eo, r_out):
-        q[25], q[26] = 1.0, b_out
-    q[27] = pf_out * b_out + pf_in * b_in + pf_ker * b_ker
-    q[28], q[29] = freq[k], modal[k]
-    q[30] = unknown
+    acc[3] += row_major
+    acc[4] += _same(eo, ei)
+    if changed:
+        users = si[k, S_PLAIN_USERS]
+        acc[5] += 1.0
+        acc[6] += b_out
+        acc[16] += users
+        acc[17] += users * b_out
+        if si[k, S_TO_OUTPUT] == 1:
+            acc[18] += b_out
+    acc[7] += _pad_factor(pad, k, 0, eo, r_out, 1)
+    acc[8] += (pf_out - 1.0) * b_out
+    acc[9] += _pad_factor(pad, k, 1, ei, r_in, 1)
+    acc[10] += (pf_in - 1.0) * b_in
+    acc[11] += (pf_ker - 1.0) * b_ker
+    if in_copy:
+        acc[12] += 1.0
+        acc[13] += b_in
+    if ker_copy:
+        acc[14] += 1.0
+        acc[15] += b_ker
+    # acc[19], acc[20]: sibling terms need other nodes; the caller adds them
+    if r_out > 0 and 0 <= eo[0] < r_out:
+        acc[21] += shapes[k, 0, eo[0], 1]
+        acc[24] += shapes[k, 0, eo[0], 0] % 128 == 0
+    if r_out > 1 and 0 <= eo[1] < r_out:
+        acc[22] += shapes[k, 0, eo[1], 1]
+    if r_in > 0 and 0 <= ei[0] < r_in:
+        acc[23] += shapes[k, 1, ei[0], 1]
+    if si[k, S_IS_RESHAPE] == 1 and not _reshape_is_bitcast(shapes, k, ei, r_in, eo, r_out,
+                                                           scratch[0], scratch[1]):
+        acc[25] += 1.0
+        acc[26] += b_out
+    acc[27] += pf_out * b_out + pf_in * b_in + pf_ker * b_ker
+    acc[28] += freq[k]
+    acc[29] += modal[k]
+    acc[30] += unknown
     for slot in range(2):
-        _roles(q, roles, k, 0, eo, r_out, slot)
-        _roles(q, roles, k, 1, ei, r_in, slot)
+        _roles(acc, roles, k, 0, eo, r_out, slot)
+        _roles(acc, roles, k, 1, ei, r_in, slot)
         if has_ker:
-            _roles(q, roles, k, 2, ek, r_ker, slot)
+            _roles(acc, roles, k, 2, ek, r_ker, slot)
 
 
 @njit(cache=True, parallel=True)
@@ -370,7 +392,7 @@ def layout_config_features(ncf, rows, si, sf, shapes, pad, defaults, fixed, role
 
     ncf (c, nc, 18) int8 (the whole file or a chunk); rows (r,) int64 configs to featurize;
     si (nc, N_STATIC_INT) int64; sf (nc, N_STATIC_F) float64; shapes (nc, 3, 7, 2) float64
-    output/input/kernel dims (padded with 1) and their log2; pad (nc, 3, 7, 7) padding factors;
+    output/input/kernel dims (padded with 1) and their log2; pad (nc, 3, 7, 7, 2) padding factors and log2;
     defaults (nc, 3, 6) int64 own layouts (-1 padded); fixed (nc, 2, 6) int64 layouts that input /
     kernel sources carry when not configurable; roles (nc, 3, 6) int64 dim roles (-1 none);
     freq, modal_diff (r, nc) float32 -> (r, N_GROUPS * N_QUANT) float64.
@@ -380,20 +402,20 @@ def layout_config_features(ncf, rows, si, sf, shapes, pad, defaults, fixed, role
     out = np.zeros((rows.size, N_GROUPS * N_QUANT))
     for r in prange(rows.size):
         j = rows[r]
-        q = np.zeros(N_QUANT)
         eo = np.empty(6, np.int64)
         ek = np.empty(6, np.int64)
         tmp = np.empty(6, np.int64)
+        scratch = np.empty((2, 6), np.int64)
         eff_in = np.empty((nc, 6), np.int64)
         for k in range(nc):
+            base = (si[k, S_GROUP] + 1) % N_GROUPS * N_QUANT   # other ops: block 0
+            acc = out[r, base:base + N_QUANT]
             _node_quantities(ncf, j, k, si, sf, shapes, pad, defaults, fixed, roles, freq[r],
-                             modal_diff[r], q, eo, eff_in[k], ek, tmp)
+                             modal_diff[r], acc, eo, eff_in[k], ek, tmp, scratch)
             first = si[k, S_SIB_FIRST]  # an earlier node reading the same source, or -1
             if first >= 0 and not _same(eff_in[k], eff_in[first]):
-                q[19], q[20] = 1.0, sf[k, F_VOL_IN] * sf[k, F_BYTES]
-            base = (si[k, S_GROUP] + 1) % N_GROUPS * N_QUANT   # other ops: block 0
-            for t in range(N_QUANT):
-                out[r, base + t] += q[t]
+                acc[19] += 1.0
+                acc[20] += sf[k, F_VOL_IN] * sf[k, F_BYTES]
         for g in range(1, N_GROUPS):   # all = other + conv + dot + reshape
             for t in range(N_QUANT):
                 out[r, t] += out[r, g * N_QUANT + t]
