@@ -15,10 +15,10 @@ from numba import njit, prange
  S_HAS_KER, S_IS_RESHAPE, S_TO_OUTPUT) = range(11)
 N_STATIC_INT = 11
 ANY_SOURCE = -2  # S_IN_POS / S_KER_POS of a source that takes any layout for free: no copy
-F_VOL_OUT, F_VOL_IN, F_VOL_KER, F_BYTES = range(4)
-N_STATIC_F = 4
+F_VOL_OUT, F_VOL_IN, F_VOL_KER, F_BYTES, F_CHAIN_BYTES = range(5)
+N_STATIC_F = 5
 # Per-(config, node) quantities the layout kernel aggregates; names in per_config.NODE_QUANTITIES.
-N_BASE_QUANT = 31
+N_BASE_QUANT = 33
 N_ROLES = 4                                  # graph_roles: batch, contracting, free, spatial
 Q_ROLES = N_BASE_QUANT                       # one-hot role of (tensor, minor / 2nd-minor) dim
 N_QUANT = N_BASE_QUANT + 3 * 2 * N_ROLES
@@ -378,6 +378,9 @@ def _node_quantities(ncf, j, k, si, sf, shapes, pad, defaults, fixed, roles, fre
     acc[28] += freq[k]
     acc[29] += modal[k]
     acc[30] += unknown
+    # The non-configurable ops downstream that carry this output layout are padded alike
+    acc[31] += (pf_out - 1.0) * sf[k, F_CHAIN_BYTES]
+    acc[32] += pf_out * sf[k, F_CHAIN_BYTES]
     for slot in range(2):
         _roles(acc, roles, k, 0, eo, r_out, slot)
         _roles(acc, roles, k, 1, ei, r_in, slot)

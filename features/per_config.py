@@ -25,14 +25,14 @@ NODE_QUANTITIES = (
     "user_copy", "user_copy_bytes", "output_copy_bytes", "sibling_mismatch", "sibling_bytes",
     "out_log2_minor", "out_log2_second_minor", "in_log2_minor", "out_minor_mult128",
     "reshape_copy", "reshape_copy_bytes", "tiled_bytes", "value_freq", "differs_from_modal",
-    "layout_unknown") + tuple(
+    "layout_unknown", "chain_pad_bytes", "chain_tiled_bytes") + tuple(
     f"{t}_{p}_is_{r}" for t in ("out", "in", "ker") for p in ("minor", "second")
     for r in ROLE_NAMES)
 BYTE_QUANTITIES = tuple(i for i, n in enumerate(NODE_QUANTITIES) if n.endswith("bytes"))
 # Estimated memory traffic of a config: padded tensors plus every copy a layout change implies.
 TRAFFIC_QUANTITIES = tuple(NODE_QUANTITIES.index(n) for n in (
     "tiled_bytes", "in_copy_bytes", "ker_copy_bytes", "user_copy_bytes", "output_copy_bytes",
-    "reshape_copy_bytes"))
+    "reshape_copy_bytes", "chain_tiled_bytes"))
 GROUPS = ("all", "conv", "dot", "reshape")
 GROUP_OF_OPCODE = {26: 0, 34: 1, 75: 2}
 # Within-graph statistics (z-scores, value frequencies) come from this many configs drawn
@@ -133,6 +133,7 @@ def layout_static(g: Graph) -> LayoutStatic:
     for t, col in enumerate((K.F_VOL_OUT, K.F_VOL_IN, K.F_VOL_KER)):
         sf[:, col] = np.where(nodes[:, t] >= 0, vol[nodes[:, t]], 0.0)
     sf[:, K.F_BYTES] = eb[ids]
+    sf[:, K.F_CHAIN_BYTES] = chain_bytes(g, src, pos, vol * eb)
     dims = np.where((nodes >= 0)[:, :, None], padded_shapes(nf)[nodes], 1.0)
     shapes = np.ascontiguousarray(np.stack([dims, np.log2(dims)], axis=-1))
     defaults = np.where((nodes >= 0)[:, :, None], own[nodes], -1)
@@ -144,6 +145,19 @@ def layout_static(g: Graph) -> LayoutStatic:
     return LayoutStatic(si, sf, shapes, pad_tables(dims), np.ascontiguousarray(defaults), fixed,
                         roles, merge_pos, np.ascontiguousarray(own[m_src]).reshape(-1, 2, 6),
                         merge_bytes)
+
+
+def chain_bytes(g: Graph, src: np.ndarray, pos: dict[int, int], node_bytes: np.ndarray,
+                ) -> np.ndarray:
+    """(nc,) output bytes of the non-configurable nodes whose output carries each configurable
+    node's layout (graph_roles.layout_sources): elementwise and convert chains of its shape,
+    padded under whatever layout the config gives it. Called parameters alias their caller's
+    operand and move no data of their own."""
+    out = np.zeros(len(pos))
+    for u in np.flatnonzero(np.isin(src, list(pos)) & (g.node_opcode != R.PARAMETER)):
+        if int(u) not in pos:
+            out[pos[int(src[u])]] += node_bytes[u]
+    return out
 
 
 def pad_tables(dims: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ from features import graph_roles as R
 from features import kernels as K
 from features.io import Graph
 from features.per_config import layout_full, layout_static
+from features.per_graph import signed_log
 
 ADD, MAX, BROADCAST, REDUCE, CONVERT = 2, 57, 13, 70, 25
 
@@ -172,6 +173,31 @@ def test_layout_follows_elementwise_chains_between_configurable_nodes():
     ncf[2, 1, 6:10] = [3, 2, 1, 0]               # conv2 asks for the default: now a copy
     values, _ = layout_full(b.graph([conv1, conv2], ncf), np.arange(3), chunk=2)
     assert values[:, col].tolist() == [0.0, 0.0, 1.0]
+
+
+def test_ops_that_carry_a_layout_are_padded_with_it():
+    """conv1 -> add(bias) -> max -> convert -> conv2: add, max and convert carry conv1's output
+    layout, so its padding costs them too; the broadcast and the parameters move no such data."""
+    b = Builder()
+    w = b.node(63, (3, 3, 16, 16))
+    x = b.node(63, (8, 28, 28, 16))
+    conv1 = b.node(26, (8, 28, 28, 16), w, x, **conv_cols())
+    bcast = b.node(BROADCAST, (8, 28, 28, 16), b.node(63, (16,)))
+    relu = b.node(MAX, (8, 28, 28, 16), b.node(ADD, (8, 28, 28, 16), conv1, bcast))
+    conv2 = b.node(26, (8, 28, 28, 16), w, b.node(CONVERT, (8, 28, 28, 16), relu), root=True,
+                   **conv_cols())
+    ncf = np.full((2, 2, 18), -1, np.int8)
+    ncf[1, 0, 0:4] = [2, 1, 3, 0]                # conv1: W minor (28 -> 128), H 2nd (28 -> 32)
+    g = b.graph([conv1, conv2], ncf)
+    tensor = 8 * 28 * 28 * 16 * 4.0
+    np.testing.assert_array_equal(layout_static(g).sf[:, K.F_CHAIN_BYTES], [3 * tensor, 0.0])
+    values, names = layout_full(g, np.arange(2), chunk=4)
+    row_major = (128 / 16) * (32 / 28)           # default: C minor (16 -> 128), W 2nd (28 -> 32)
+    w_minor = (128 / 28) * (32 / 28)
+    for name, per_config in (("chain_pad_bytes", [row_major - 1, w_minor - 1]),
+                             ("chain_tiled_bytes", [row_major, w_minor])):
+        np.testing.assert_allclose(values[:, names.index(f"cfg.all.{name}")],
+                                   signed_log(3 * tensor * np.array(per_config)), rtol=1e-6)
 
 
 def test_elementwise_merge_of_two_layouts_is_a_conversion():

@@ -169,7 +169,9 @@ def reference_quantities(ncf, j, k, st, shapes, eff_in, freq, modal):
              out_minor_mult128=float(r_out > 0 and out[0] < r_out
                                      and shapes[k, 0][out[0]] % 128 == 0),
              tiled_bytes=(po * vo + pi * vi + pk_ * vk) * eb,
-             value_freq=freq, differs_from_modal=modal, layout_unknown=float(unknown[0]))
+             value_freq=freq, differs_from_modal=modal, layout_unknown=float(unknown[0]),
+             chain_pad_bytes=(po - 1) * sf[k, K.F_CHAIN_BYTES],
+             chain_tiled_bytes=po * sf[k, K.F_CHAIN_BYTES])
     if si[k, K.S_IS_RESHAPE] == 1 and not _bitcast(
             [int(d) for d in shapes[k, 1][:r_in]], list(ein[:r_in]),
             [int(d) for d in shapes[k, 0][:r_out]], list(out[:r_out])):
@@ -279,6 +281,7 @@ def test_static_tables_on_a_hand_built_graph():
     # dot (8, 256) x (256, 64) -> (8, 64): lhs dim 1 and rhs dim 0 are contracted
     assert st.roles[1, 1, :2].tolist() == [2, 1] and st.roles[1, 2, :2].tolist() == [1, 2]
     assert sf[1, K.F_VOL_KER] == 256 * 64 and sf[1, K.F_BYTES] == 4
+    assert sf[:, K.F_CHAIN_BYTES].tolist() == [2048 * 4, 0.0]   # the add carries a's layout
     np.testing.assert_array_equal(defaults[0, 0], [0, -1, -1, -1, -1, -1])
     np.testing.assert_array_equal(shp[1, 2, :3, 0], [256, 64, 1])
     assert pad[1, 1, 1, 0, 0] == 1.0     # dot input (8, 256): minor 256 and 2nd-minor 8 fit tiles
