@@ -32,7 +32,8 @@ BYTE_QUANTITIES = tuple(i for i, n in enumerate(NODE_QUANTITIES) if n.endswith("
 # Estimated memory traffic of a config: padded tensors plus every copy a layout change implies.
 TRAFFIC_QUANTITIES = tuple(NODE_QUANTITIES.index(n) for n in (
     "tiled_bytes", "in_copy_bytes", "ker_copy_bytes", "user_copy_bytes", "output_copy_bytes",
-    "reshape_copy_bytes", "chain_tiled_bytes"))
+    "reshape_copy_bytes"))
+CHAIN_TILED = NODE_QUANTITIES.index("chain_tiled_bytes")
 GROUPS = ("all", "conv", "dot", "reshape")
 GROUP_OF_OPCODE = {26: 0, 34: 1, 75: 2}
 # Within-graph statistics (z-scores, value frequencies) come from this many configs drawn
@@ -202,7 +203,8 @@ def value_frequencies(codes: np.ndarray, table: ValueCounts):
 def layout_names() -> list[str]:
     names = [f"cfg.{grp}.{q}" for grp in GROUPS for q in NODE_QUANTITIES]
     names += [f"cfg.mean.{q}" for q in NODE_QUANTITIES]
-    return names + ["cfg.all.est_traffic_bytes", "cfg.all.merge_conversions",
+    return names + ["cfg.all.est_traffic_bytes", "cfg.all.est_chain_traffic_bytes",
+                    "cfg.all.merge_conversions",
                     "cfg.all.merge_conversion_bytes"]
 
 
@@ -217,11 +219,15 @@ def _layout_chunk(g: Graph, rows: np.ndarray, st: LayoutStatic, table: ValueCoun
                                  st.merge_bytes, st.defaults)
     means = sums[:, :K.N_QUANT] / nc
     traffic = sums[:, list(TRAFFIC_QUANTITIES)].sum(axis=1, keepdims=True) + merges[:, 1:]
+    # Kept apart from est_traffic_bytes, so that leaving chain_padding out (ablation) leaves
+    # exactly the features without it
+    with_chains = traffic + sums[:, CHAIN_TILED:CHAIN_TILED + 1]
     for grp in range(K.N_GROUPS):
         cols = grp * K.N_QUANT + np.array(BYTE_QUANTITIES)
         sums[:, cols] = signed_log(sums[:, cols])
     merges[:, 1] = signed_log(merges[:, 1])
-    return np.hstack([sums, means, signed_log(traffic), merges]).astype(np.float32)
+    return np.hstack([sums, means, signed_log(traffic), signed_log(with_chains),
+                      merges]).astype(np.float32)
 
 
 def layout_full(g: Graph, rows: np.ndarray, *, chunk: int, seed: int = 0, static=None,

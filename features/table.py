@@ -38,7 +38,7 @@ FEATURE_FAMILIES = {
                                      r"|out_changed|out_changed_bytes|out_row_major|out_eq_in"
                                      r"|value_freq|differs_from_modal)$"),
     "traffic": ("quantity", r"^est_traffic_bytes$"),
-    "chain_padding": ("quantity", r"^chain_(pad|tiled)_bytes$"),
+    "chain_padding": ("quantity", r"^(chain_pad_bytes|chain_tiled_bytes|est_chain_traffic_bytes)$"),
 }
 
 
