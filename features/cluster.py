@@ -9,6 +9,7 @@ import os
 from contextlib import contextmanager
 
 LOCAL = "local"
+CONNECT_TIMEOUT_S = 30
 
 
 @contextmanager
@@ -23,7 +24,11 @@ def connect(address: str | None):
     except ImportError as exc:
         raise ValueError(f"--scheduler needs dask: pip install -e \".[dask]\" ({exc})") from None
     if address != LOCAL:
-        with Client(address) as client:
+        try:
+            client = Client(address, timeout=CONNECT_TIMEOUT_S)
+        except OSError as exc:   # unreachable, refused or timed out
+            raise ValueError(f"cannot reach a Dask scheduler at {address!r}: {exc}") from None
+        with client:
             yield client
         return
     # One single-threaded worker process per core: feature tasks hold the GIL in Numba
