@@ -45,7 +45,9 @@ def partition_bounds(group_sizes: np.ndarray, n_parts: int) -> np.ndarray:
     if ends.size == 0:
         return np.zeros(1, np.int64)
     targets = ends[-1] * np.arange(1, n_parts) / n_parts
-    cuts = np.searchsorted(ends, targets, side="left") + 1
+    i = np.searchsorted(ends, targets)       # the group that reaches each target
+    before = np.where(i > 0, ends[np.maximum(i - 1, 0)], 0)
+    cuts = np.where(targets - before < ends[i] - targets, i, i + 1)   # the nearer of its ends
     return np.unique(np.concatenate([[0], cuts.clip(1, ends.size), [ends.size]]))
 
 
