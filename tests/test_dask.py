@@ -109,6 +109,7 @@ def _run(cache, cluster: bool) -> dict:
 @pytest.mark.parametrize("ranker", ["lambdarank", "xgboost"])
 def test_training_on_the_cluster_scores_like_a_single_process_run(ranker, client, tiny_root,
                                                                   tmp_path):
+    client.wait_for_workers(2, timeout=60)   # the kill test's worker may still be restarting
     collections = ["layout:nlp:random", "layout:xla:random"]
     common = ["--data-dir", str(tiny_root), "--cache-dir", str(tmp_path), "--workers", "1",
               "--collections", *collections, "--ranker", ranker, *QUICK]
