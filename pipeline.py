@@ -20,6 +20,7 @@ from typing import Sequence
 
 import features
 from features import COLLECTIONS, SPLITS, FeatureConfig
+from features.cluster import connect
 from features.io import count_configs
 from features.settings import describe, parse_overrides
 from features.table import FEATURE_FAMILIES
@@ -49,16 +50,18 @@ def cmd_build_features(args) -> int:
     """Build (or reuse from the cache) the feature rows of every collection and split."""
     cfg = _feature_config(args)
     source = _source(args)
-    for collection in args.collections:
-        for split in args.splits:
-            entry, built = features.build_entry(source.npz_root, collection, split, cfg,
-                                                args.cache_dir, force=args.force,
-                                                workers=args.workers, pack=args.pack)
-            meta = features.read_meta(entry)
-            state = (f"built {meta['files_built_this_run']} files in "
-                     f"{meta['wall_seconds_this_run']:.1f}s" if built else "cached")
-            print(f"{collection:<20} {split:<5} {meta['n_graphs']:>5} graphs "
-                  f"{meta['n_rows']:>8} rows  {state:<26} {entry}")
+    with connect(args.scheduler) as client:
+        for collection in args.collections:
+            for split in args.splits:
+                entry, built = features.build_entry(source.npz_root, collection, split, cfg,
+                                                    args.cache_dir, force=args.force,
+                                                    workers=args.workers, pack=args.pack,
+                                                    client=client)
+                meta = features.read_meta(entry)
+                state = (f"built {meta['files_built_this_run']} files in "
+                         f"{meta['wall_seconds_this_run']:.1f}s" if built else "cached")
+                print(f"{collection:<20} {split:<5} {meta['n_graphs']:>5} graphs "
+                      f"{meta['n_rows']:>8} rows  {state:<26} {entry}")
     return 0
 
 
@@ -70,15 +73,19 @@ def cmd_train(args) -> int:
                                                 RUN_SET_PARAMS),
                       allow_no_valid=args.allow_no_valid, without=tuple(args.without))
     source = _source(args)
-    data = {c: tuple(features.load_or_build(source.npz_root, c, s, fcfg, args.cache_dir,
-                                            workers=args.workers, pack=args.pack)
-                     for s in ("train", "valid")) for c in args.collections}
-    info = {"signature": features.feature_signature(fcfg), "settings": asdict(fcfg),
-            "data": str(source.npz_root), "sample": source.is_sample,
-            "train_files": {c: source.train_fingerprint(c) for c in args.collections}}
-    defaults = {c: features.default_config_rows(source.npz_root, valid, "valid", args.cache_dir)
-                for c, (_, valid) in data.items()}
-    run_dir, record = train_run(cfg, data, args.cache_dir / "runs", info, default_rows=defaults)
+    with connect(args.scheduler) as client:
+        data = {c: tuple(features.load_or_build(source.npz_root, c, s, fcfg, args.cache_dir,
+                                                workers=args.workers, pack=args.pack,
+                                                client=client)
+                         for s in ("train", "valid")) for c in args.collections}
+        info = {"signature": features.feature_signature(fcfg), "settings": asdict(fcfg),
+                "data": str(source.npz_root), "sample": source.is_sample,
+                "train_files": {c: source.train_fingerprint(c) for c in args.collections}}
+        defaults = {c: features.default_config_rows(source.npz_root, valid, "valid",
+                                                    args.cache_dir)
+                    for c, (_, valid) in data.items()}
+        run_dir, record = train_run(cfg, data, args.cache_dir / "runs", info,
+                                    default_rows=defaults, client=client)
     print(format_table(record))
     print(f"run saved to {run_dir}")
     return 0
@@ -93,9 +100,11 @@ def cmd_submit(args) -> int:
     for c, choice in choices.items():
         print(f"{c:<20} served by {choice.run_dir}" + (f"  (note: {choice.note})"
                                                        if choice.note else ""))
-    test_sets = {c: features.load_or_build(source.npz_root, c, "test",
-                                           choices[c].feature_config, args.cache_dir,
-                                           workers=args.workers, pack=args.pack) for c in tests}
+    with connect(args.scheduler) as client:
+        test_sets = {c: features.load_or_build(source.npz_root, c, "test",
+                                               choices[c].feature_config, args.cache_dir,
+                                               workers=args.workers, pack=args.pack,
+                                               client=client) for c in tests}
     expected = {f"{c}:{f.stem}": count_configs(f) for c, files in tests.items() for f in files}
     rows = submission_rows(choices, test_sets, expected)
     path = write_csv(args.out, rows)
@@ -157,6 +166,10 @@ def _data_options(p) -> None:
                                       "~/data/tpugraphs, then the generated sample)")
     p.add_argument("--no-pack", dest="pack", action="store_false",
                    help="do not keep int8 copies of node_config_feat in the cache")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run on a Dask cluster: a scheduler address (tcp://host:8786), or "
+                        "'local' for a LocalCluster of one worker per core (needs the dask "
+                        "extra; see README 'Scaling out')")
 
 
 def _feature_options(p) -> None:

@@ -36,11 +36,12 @@ MAX_LISTED_ERRORS = 10
 
 def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
                 cache_root: Path, *, force: bool = False, workers: int = 1,
-                pack: bool = True) -> tuple[Path, bool]:
+                pack: bool = True, client=None) -> tuple[Path, bool]:
     """Ensure the cache entry exists; returns (entry dir, whether anything was computed).
 
-    workers > 1 builds units in a process pool (features/workers.py). pack keeps an int8 copy
-    of each node_config_feat under <cache>/packed/ that later builds memory-map instead of
+    workers > 1 builds units in a process pool (features/workers.py); a dask.distributed
+    `client` builds them on its cluster instead (features/dask_build.py). pack keeps an int8
+    copy of each node_config_feat under <cache>/packed/ that later builds memory-map instead of
     decompressing again. Files that fail are reported together after the others are built."""
     files = list_npz(npz_root, collection, split)
     signature = feature_signature(cfg)
@@ -53,7 +54,7 @@ def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
     todo = [f for f, u in zip(files, unit_files) if force or not u.exists()]
     packed = packed_root(cache_root) if pack else None
     start = time.perf_counter()
-    _build_units(todo, (collection, split, cfg, units), packed, workers, force)
+    _build_units(todo, (collection, split, cfg, units), packed, workers, force, client)
     with cache.atomic_dir(entry) as tmp:
         counts = unit_store.assemble(tmp, collection, unit_files, [f.stem for f in files],
                                      force=force)
@@ -73,14 +74,17 @@ def packed_root(cache_root: Path) -> Path:
 
 
 def _build_units(todo: list[Path], task: tuple, packed: Path | None, workers: int,
-                 force: bool) -> None:
+                 force: bool, client=None) -> None:
     """build_unit for every file of `todo`; task = (collection, split, cfg, units dir)."""
     collection, split = task[:2]
     errors = []
     bar = tqdm(total=len(todo), desc=f"{collection} {split}", unit="file", disable=None,
                leave=False)
     with bar:
-        if workers <= 1 or len(todo) <= 1 or \
+        if client is not None and todo:
+            from . import dask_build   # imports dask, which a run without a cluster never needs
+            errors = dask_build.build_on_cluster(client, todo, task, bar)
+        elif workers <= 1 or len(todo) <= 1 or \
                 sum(f.stat().st_size for f in todo) < PARALLEL_MIN_BYTES:
             for f in todo:
                 try:
@@ -126,9 +130,9 @@ def load_entry(entry: Path) -> FeatureSet:
 
 def load_or_build(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
                   cache_root: Path, *, force: bool = False, workers: int = 1,
-                  pack: bool = True) -> FeatureSet:
+                  pack: bool = True, client=None) -> FeatureSet:
     entry, _ = build_entry(npz_root, collection, split, cfg, cache_root, force=force,
-                           workers=workers, pack=pack)
+                           workers=workers, pack=pack, client=client)
     return load_entry(entry)
 
 

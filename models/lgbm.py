@@ -112,11 +112,19 @@ class _LightGBMRanker:
         self.params = params
         self.best_iteration_ = 0
 
-    def _dataset(self, data: FeatureSet) -> lgb.Dataset:
+    def training_rows(self, data: FeatureSet):
+        """(row order, or None for the rows as they are; target per row in that order; query
+        group sizes in that order, or None): what LightGBM trains on, here or on a cluster."""
         raise NotImplementedError
 
-    def _lgb_params(self) -> dict:
+    def lgb_params(self) -> dict:
+        """LightGBM's parameters for these settings (shared by local and Dask training)."""
         raise NotImplementedError
+
+    def _dataset(self, data: FeatureSet) -> lgb.Dataset:
+        order, y, group = self.training_rows(data)
+        return lgb.Dataset(data.X if order is None else data.X[order], y, group=group,
+                           feature_name=safe_names(data.columns))
 
     def fit(self, train: FeatureSet, valid: FeatureSet | None = None):
         train_set = self._dataset(train)
@@ -126,7 +134,7 @@ class _LightGBMRanker:
             feval = metric_feval(valid)
             callbacks.append(lgb.early_stopping(self.params.early_stopping, verbose=False))
         with rounds_bar(self.params.n_estimators, train.collection) as bar:
-            self.booster_ = lgb.train(self._lgb_params(), train_set,
+            self.booster_ = lgb.train(self.lgb_params(), train_set,
                                       num_boost_round=self.params.n_estimators,
                                       valid_sets=valid_sets, feval=feval,
                                       callbacks=callbacks + [lightgbm_callback(bar)])
@@ -175,7 +183,7 @@ class LambdaRank(_LightGBMRanker):
 
     params_cls = LambdaRankParams
 
-    def _lgb_params(self) -> dict:
+    def lgb_params(self) -> dict:
         p = self.params
         gains = (np.arange(p.n_grades) if p.gain == "linear"
                  else 2.0 ** np.arange(p.n_grades) - 1)
@@ -183,16 +191,15 @@ class LambdaRank(_LightGBMRanker):
                 "lambdarank_truncation_level": p.truncation_level,
                 "bagging_by_query": p.oversize == "bag"}
 
-    def _dataset(self, data: FeatureSet) -> lgb.Dataset:
+    def training_rows(self, data: FeatureSet):
         labels = runtime_to_grade(data.runtime, data.ptr, self.params.n_grades)
         sizes = data.group_sizes
         if sizes.size and sizes.max() <= self.params.max_group_size:
             # No graph needs splitting: hand LightGBM the rows as they are, no copy of X.
-            return lgb.Dataset(data.X, labels, group=sizes, feature_name=_safe_names(data.columns))
+            return None, labels, sizes
         order, sizes = split_groups(data.ptr, self.params.max_group_size,
                                     np.random.default_rng(self.params.seed))
-        return lgb.Dataset(data.X[order], labels[order], group=sizes,
-                           feature_name=_safe_names(data.columns))
+        return order, labels[order], sizes
 
 
 class Regression(_LightGBMRanker):
@@ -200,15 +207,14 @@ class Regression(_LightGBMRanker):
 
     params_cls = RegressionParams
 
-    def _lgb_params(self) -> dict:
+    def lgb_params(self) -> dict:
         return {**_common(self.params), "objective": "regression"}
 
-    def _dataset(self, data: FeatureSet) -> lgb.Dataset:
-        y = standardized_log_runtime(data.runtime, data.ptr)
-        return lgb.Dataset(data.X, y, feature_name=_safe_names(data.columns))
+    def training_rows(self, data: FeatureSet):
+        return None, standardized_log_runtime(data.runtime, data.ptr), None
 
 
-def _safe_names(columns) -> list[str]:
+def safe_names(columns) -> list[str]:
     # LightGBM rejects JSON special characters in feature names.
     return [c.replace(".", "__") for c in columns]
 

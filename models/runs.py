@@ -128,11 +128,12 @@ def random_reference(collection: str, data: FeatureSet, seed: int) -> np.ndarray
     return np.mean(np.vstack(draws), axis=0) if draws[0].size else draws[0]
 
 
-def fit_seeds(cfg: TrainConfig, train: FeatureSet):
-    """One model per seed, each early-stopped on held-out train families (never on valid)."""
+def fit_seeds(cfg: TrainConfig, train: FeatureSet, fit_final=None):
+    """One model per seed, each early-stopped on held-out train families (never on valid).
+    fit_final: see selection.fit_family_stopped."""
     cls, _ = RANKERS[cfg.ranker]
     params = cfg.params_for(train.collection)
-    return [fit_family_stopped(cls, replace(params, seed=cfg.seed + i), train)
+    return [fit_family_stopped(cls, replace(params, seed=cfg.seed + i), train, fit_final)
             for i in range(cfg.seeds)]
 
 
@@ -144,7 +145,7 @@ def ensemble_scores(models, data: FeatureSet) -> np.ndarray:
     return total / len(models)
 
 
-def cross_validate(cfg: TrainConfig, train: FeatureSet) -> float:
+def cross_validate(cfg: TrainConfig, train: FeatureSet, fit_final=None) -> float:
     """Mean per-graph score on held-out train families over the folds (each fold's model
     early-stops on other families of its own training part)."""
     if cfg.folds < 2:
@@ -155,7 +156,8 @@ def cross_validate(cfg: TrainConfig, train: FeatureSet) -> float:
     scores = []
     for f in np.unique(fold_of):
         held = train.take_graphs(np.flatnonzero(fold_of == f))
-        models = fit_seeds(replace(cfg, seeds=1), train.take_graphs(np.flatnonzero(fold_of != f)))
+        models = fit_seeds(replace(cfg, seeds=1), train.take_graphs(np.flatnonzero(fold_of != f)),
+                           fit_final)
         scores.append(metrics.per_graph_scores(train.collection, ensemble_scores(models, held),
                                                held.runtime, held.ptr))
     return metrics.collection_score(np.concatenate(scores))
@@ -189,11 +191,13 @@ def check_splits(cfg: TrainConfig, data: dict, data_root: str | None) -> list[st
 
 
 def train_collection(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet,
-                     out_dir: Path, is_default: np.ndarray | None = None) -> CollectionResult:
-    """is_default: (valid rows,) bool, the row's config is the compiler default (for the report)."""
+                     out_dir: Path, is_default: np.ndarray | None = None,
+                     fit_final=None) -> CollectionResult:
+    """is_default: (valid rows,) bool, the row's config is the compiler default (for the report).
+    fit_final: see selection.fit_family_stopped."""
     start, clock = time.perf_counter(), diagnostics.Stopwatch()
     with clock("fit"):
-        models = fit_seeds(cfg, train)
+        models = fit_seeds(cfg, train, fit_final)
     with clock("validate"):
         seed_means = []
         for i, m in enumerate(models):
@@ -203,7 +207,7 @@ def train_collection(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet,
         scores = ensemble_scores(models, valid)
         per_graph = metrics.per_graph_scores(valid.collection, scores, valid.runtime, valid.ptr)
     with clock("cross-validate"):
-        cv = cross_validate(cfg, train)
+        cv = cross_validate(cfg, train, fit_final)
     with clock("report data"):
         diagnostics.save(out_dir, models, valid, scores, is_default, train.columns)
     return CollectionResult(valid.collection, per_graph, random_reference(
@@ -213,26 +217,37 @@ def train_collection(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet,
         stages=clock.seconds)
 
 
-def run_key(cfg: TrainConfig, feature_keys: dict) -> str:
+def run_key(cfg: TrainConfig, feature_keys: dict, cluster: dict | None = None) -> str:
     params = {c: asdict(cfg.params_for(c)) for c in feature_keys}
+    # A cluster's models differ a little from a local fit's (data-parallel histograms), so
+    # they get their own run; local runs keep the key they always had.
+    where = {"cluster": cluster} if cluster else {}
     return fingerprint(ranker=cfg.ranker, seeds=cfg.seeds, seed=cfg.seed, folds=cfg.folds,
                        params=params, features=feature_keys, without=sorted(cfg.without),
-                       code=source_digest(MODELS_DIR))
+                       code=source_digest(MODELS_DIR), **where)
 
 
 def train_run(cfg: TrainConfig, data: dict[str, tuple[FeatureSet, FeatureSet]],
               runs_root: Path, feature_info: dict, log=print,
-              default_rows: dict[str, np.ndarray] | None = None) -> tuple[Path, dict]:
+              default_rows: dict[str, np.ndarray] | None = None,
+              client=None) -> tuple[Path, dict]:
     """Train every collection in `data`, then publish the run directory atomically.
 
-    default_rows: per collection, which validation rows hold the compiler's default config."""
+    default_rows: per collection, which validation rows hold the compiler's default config.
+    client: a dask.distributed Client; each final fit then runs on its cluster
+    (models/dask_train.py), the rounds still chosen here (selection.fit_family_stopped)."""
     if not data:
         raise ValueError("no collections to train")
     warnings = check_splits(cfg, data, feature_info.get("data"))
     data = {c: (t.without(cfg.without), v.without(cfg.without)) for c, (t, v) in data.items()}
     keys = {c: {"train": t.meta.get("key"), "valid": v.meta.get("key")}
             for c, (t, v) in data.items()}
-    run_dir = Path(runs_root) / f"{cfg.ranker}-{run_key(cfg, keys)}"
+    fit_final, cluster = None, None
+    if client is not None:
+        from .dask_train import cluster_fit   # imports dask: only runs given a cluster need it
+        fit_final = cluster_fit(client)
+        cluster = {"workers": len(client.scheduler_info()["workers"])}
+    run_dir = Path(runs_root) / f"{cfg.ranker}-{run_key(cfg, keys, cluster)}"
     with atomic_dir(run_dir) as tmp:
         results = {}
         for collection, (train, valid) in data.items():
@@ -240,10 +255,12 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[FeatureSet, FeatureSet]],
                 f"{train.X.shape[0]} rows x {train.X.shape[1]} features")
             results[collection] = train_collection(cfg, train, valid,
                                                    tmp / collection.replace(":", "-"),
-                                                   (default_rows or {}).get(collection))
+                                                   (default_rows or {}).get(collection),
+                                                   fit_final)
         record = _run_record(cfg, results, keys, {**feature_info,
                                                   "build_seconds": _build_seconds(data)},
                              warnings)
+        record["cluster"] = cluster
         (tmp / "run.json").write_text(json.dumps(record, indent=1))
     return run_dir, record
 

@@ -56,16 +56,22 @@ def early_stop_split(data: FeatureSet, seed: int) -> tuple[np.ndarray, np.ndarra
     return np.flatnonzero(~watched), np.flatnonzero(watched)
 
 
-def fit_family_stopped(cls, params, train: FeatureSet):
+def fit_family_stopped(cls, params, train: FeatureSet, fit_final=None):
     """Early-stop on held-out train families, then refit on every train graph for the rounds
-    found. Returns the refit model; its `stopped_at_` records the rounds chosen."""
+    found. Returns the refit model; its `stopped_at_` records the rounds chosen.
+
+    fit_final(model, train) -> model makes the refit (default: model.fit(train)); a Dask
+    cluster's (models/dask_train.py) makes it there. The probe that finds the rounds always
+    runs here: distributed LightGBM has no early stopping, and the probe needs the metric of
+    whole held-out graphs, which no single worker holds."""
+    fit_final = fit_final or (lambda model, data: model.fit(data, None))
     fit_idx, watch_idx = early_stop_split(train, params.seed)
     if watch_idx.size == 0:
-        model = cls(params).fit(train, None)
+        model = fit_final(cls(params), train)
         model.stopped_at_ = params.n_estimators
         return model
     probe = cls(params).fit(train.take_graphs(fit_idx), train.take_graphs(watch_idx))
     rounds = max(1, probe.best_iteration_)
-    model = cls(replace(params, n_estimators=rounds)).fit(train, None)
+    model = fit_final(cls(replace(params, n_estimators=rounds)), train)
     model.stopped_at_ = rounds
     return model

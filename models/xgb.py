@@ -55,7 +55,8 @@ class XGBoostRank:
         self.booster_: xgb.Booster | None = None
         self.best_iteration_ = 0
 
-    def _xgb_params(self) -> dict:
+    def xgb_params(self) -> dict:
+        """XGBoost's parameters for these settings (shared by local and Dask training)."""
         p = self.params
         return {"objective": "rank:pairwise", "lambdarank_pair_method": "mean",
                 "lambdarank_num_pair_per_sample": p.pairs_per_sample, "eta": p.learning_rate,
@@ -65,8 +66,13 @@ class XGBoostRank:
                 "tree_method": "hist", "disable_default_eval_metric": 1}
 
     @staticmethod
-    def _matrix(data: FeatureSet, with_label: bool) -> xgb.DMatrix:
-        label = 1.0 - within_graph_rank(data.runtime, data.ptr) if with_label else None
+    def target(data: FeatureSet) -> np.ndarray:
+        """(n_rows,) training target: 1 for the fastest config of each graph, towards 0 for
+        the slowest (shared by local and Dask training)."""
+        return 1.0 - within_graph_rank(data.runtime, data.ptr)
+
+    def _matrix(self, data: FeatureSet, with_label: bool) -> xgb.DMatrix:
+        label = self.target(data) if with_label else None
         return xgb.DMatrix(data.X, label=label, qid=qid_from_ptr(data.ptr))
 
     def fit(self, train: FeatureSet, valid: FeatureSet | None = None) -> "XGBoostRank":
@@ -76,7 +82,7 @@ class XGBoostRank:
             kwargs = {"custom_metric": self._metric(valid), "maximize": True,
                       "early_stopping_rounds": self.params.early_stopping}
         with rounds_bar(self.params.n_estimators, train.collection) as bar:
-            self.booster_ = xgb.train(self._xgb_params(), self._matrix(train, with_label=True),
+            self.booster_ = xgb.train(self.xgb_params(), self._matrix(train, with_label=True),
                                       num_boost_round=self.params.n_estimators, evals=evals,
                                       verbose_eval=False, callbacks=[XGBoostProgress(bar)],
                                       **kwargs)

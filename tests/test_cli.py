@@ -3,6 +3,9 @@ options, and a README that documents exactly the options each command has."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -141,3 +144,23 @@ def test_help_lists_the_valid_keys_and_types(command, keys, capsys):
     out = " ".join(capsys.readouterr().out.split())
     for key in keys:
         assert key in out
+
+
+NO_DASK = textwrap.dedent("""
+    import sys
+    import pipeline
+    code = pipeline.main(sys.argv[1:])
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("dask", "distributed"))
+    print(code, loaded)
+""")
+
+
+def test_without_scheduler_dask_is_never_imported(tiny_root, tmp_path):
+    """The dask extra is optional: a build without --scheduler must not even import it."""
+    out = subprocess.run([sys.executable, "-c", NO_DASK, "build-features", "--data-dir",
+                          str(tiny_root), "--cache-dir", str(tmp_path), "--collections",
+                          "tile:xla", "--splits", "valid", "--workers", "1"],
+                         capture_output=True, text=True, timeout=300,
+                         cwd=Path(pipeline.__file__).parent)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "0 []"

@@ -88,7 +88,7 @@ def test_lambdarank_tile_defaults_are_top_heavy():
     from models.lgbm import LAMBDARANK_DEFAULTS
     tile, layout = LAMBDARANK_DEFAULTS["tile"], LAMBDARANK_DEFAULTS["layout"]
     assert tile.gain == "exponential" and tile.truncation_level < layout.truncation_level
-    assert LambdaRank(layout)._lgb_params()["label_gain"] == list(range(layout.n_grades))
+    assert LambdaRank(layout).lgb_params()["label_gain"] == list(range(layout.n_grades))
     assert layout.max_group_size <= 10_000 and layout.truncation_level >= layout.max_group_size
 
 
@@ -102,7 +102,7 @@ def test_normalize_per_graph_ranges(rng):
 def test_lambdarank_can_bag_oversized_groups_by_query(rng):
     train = make_ranking(rng, [12_000, 300], n_features=4)
     model = _fit("lambdarank", train, n_estimators=5, oversize="bag", bagging_fraction=0.5)
-    assert model._lgb_params()["bagging_by_query"] is True
+    assert model.lgb_params()["bagging_by_query"] is True
     assert np.isfinite(model.predict(train)).all()
     with pytest.raises(ValueError, match="oversize"):
         LambdaRankParams(oversize="drop")

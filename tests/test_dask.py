@@ -1,0 +1,129 @@
+"""`--scheduler`: the feature build and training on a Dask LocalCluster of two worker processes
+give the rows and (nearly) the scores of a single-process run, and a worker killed mid-build
+costs a retry, never a half-written cache entry."""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+
+import numpy as np
+import pytest
+
+pytest.importorskip("distributed", reason="dask[distributed] is not installed (the dask extra)")
+pytest.importorskip("dask.dataframe", reason="lightgbm.dask needs dask.dataframe (the dask extra)")
+
+import pipeline  # noqa: E402
+from features import FeatureConfig, build_entry, load_entry  # noqa: E402
+from features import dask_build  # noqa: E402
+from features.io import list_npz  # noqa: E402
+from models import metrics  # noqa: E402
+from models.dask_train import partition_bounds  # noqa: E402
+from models.runs import load_models  # noqa: E402
+
+from .conftest import QUICK  # noqa: E402
+
+FIELDS = ("X", "runtime", "config_idx", "dup_count", "ptr")
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(processes=True, n_workers=2, threads_per_worker=1,
+                      dashboard_address=None) as cluster, Client(cluster) as c:
+        yield c
+
+
+def _same_rows(a, b) -> None:
+    for name in FIELDS:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert a.graph_ids == b.graph_ids and a.columns == b.columns
+
+
+def _names(cache_root):
+    return sorted(p.relative_to(cache_root).as_posix() for p in cache_root.rglob("*")
+                  if p.is_file())
+
+
+@pytest.mark.parametrize("collection, split", [("layout:nlp:random", "train"),
+                                               ("tile:xla", "train")])
+def test_the_cluster_build_equals_the_single_process_build(collection, split, client, tiny_npz,
+                                                           tmp_path):
+    single, _ = build_entry(tiny_npz, collection, split, FeatureConfig(), tmp_path / "single",
+                            pack=False)
+    cluster, built = build_entry(tiny_npz, collection, split, FeatureConfig(),
+                                 tmp_path / "cluster", pack=False, client=client)
+    assert built
+    _same_rows(load_entry(cluster), load_entry(single))
+    # Same cache keys: every unit, part and entry has the name a local build gives it.
+    assert _names(tmp_path / "cluster") == _names(tmp_path / "single")
+
+
+def _die_once(marker: str, npz_file, *args):
+    """A task that kills its own worker process the first time any task runs it."""
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return _real_unit_bytes(npz_file, *args)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+_real_unit_bytes = dask_build.unit_bytes
+
+
+def test_a_worker_killed_mid_build_is_retried_and_leaves_no_half_entry(client, tiny_npz,
+                                                                       tmp_path, monkeypatch):
+    collection = "layout:nlp:random"
+    marker = tmp_path / "killed"
+    monkeypatch.setattr(dask_build, "unit_bytes", functools.partial(_die_once, str(marker)))
+    entry, _ = build_entry(tiny_npz, collection, "train", FeatureConfig(), tmp_path / "cache",
+                           pack=False, client=client)
+    assert marker.exists(), "no worker was killed: the test proved nothing"
+    meta = json.loads((entry / "meta.json").read_text())
+    assert meta["files_built_this_run"] == len(list_npz(tiny_npz, collection, "train"))
+    single, _ = build_entry(tiny_npz, collection, "train", FeatureConfig(), tmp_path / "single",
+                            pack=False)
+    _same_rows(load_entry(entry), load_entry(single))
+    assert not [n for n in _names(tmp_path / "cache") if ".tmp-" in n]
+
+
+def test_partitions_hold_whole_groups_of_about_equal_rows():
+    sizes = np.array([5, 1, 7, 3, 3, 9, 2])
+    bounds = partition_bounds(sizes, 3)
+    assert bounds[0] == 0 and bounds[-1] == sizes.size and np.all(np.diff(bounds) > 0)
+    rows = [sizes[a:b].sum() for a, b in zip(bounds[:-1], bounds[1:])]
+    assert len(rows) == 3 and max(rows) - min(rows) <= sizes.max()
+    # More workers than groups: one group each, no empty partition.
+    assert partition_bounds(np.array([4, 4]), 5).tolist() == [0, 1, 2]
+
+
+def _run(cache, cluster: bool) -> dict:
+    runs = [json.loads(p.read_text()) | {"dir": p.parent}
+            for p in (cache / "runs").glob("*/run.json")]
+    [run] = [r for r in runs if (r.get("cluster") is not None) == cluster]
+    return run
+
+
+@pytest.mark.parametrize("ranker", ["lambdarank", "xgboost"])
+def test_training_on_the_cluster_scores_like_a_single_process_run(ranker, client, tiny_root,
+                                                                  tmp_path):
+    client.wait_for_workers(2, timeout=60)   # the kill test's worker may still be restarting
+    collections = ["layout:nlp:random", "layout:xla:random"]
+    common = ["--data-dir", str(tiny_root), "--cache-dir", str(tmp_path), "--workers", "1",
+              "--collections", *collections, "--ranker", ranker, *QUICK]
+    assert pipeline.main(["train", *common]) == 0
+    assert pipeline.main(["train", *common, "--scheduler", client.scheduler.address]) == 0
+    local, cluster = _run(tmp_path, cluster=False), _run(tmp_path, cluster=True)
+    assert cluster["cluster"] == {"workers": 2}
+    for c in collections:
+        # Rounds are chosen by the same local probe; only the final fit ran on the cluster.
+        assert cluster["metrics"][c]["rounds"] == local["metrics"][c]["rounds"]
+        assert abs(cluster["metrics"][c]["mean"] - local["metrics"][c]["mean"]) < 0.02, c
+    # The saved file is the native one `submit` and `rank` load, and it is the model scored.
+    valid = load_entry(next((tmp_path / "features").glob("layout-nlp-random-valid-*")))
+    [model] = load_models(cluster["dir"], "layout:nlp:random")
+    score = metrics.collection_score(metrics.per_graph_scores(
+        valid.collection, model.predict(valid), valid.runtime, valid.ptr))
+    assert score == pytest.approx(cluster["metrics"]["layout:nlp:random"]["mean"])
