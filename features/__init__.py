@@ -18,8 +18,8 @@ from tqdm import tqdm
 from . import cache, units as unit_store, workers as worker_pool
 from .cache import reclaim_stale
 from .data import DataSource, resolve_data
-from .io import (COLLECTIONS, SPLITS, DataFormatError, Graph, collection_dir, is_tile, list_npz,
-                 read_graph)
+from .io import (COLLECTIONS, SPLITS, DataFormatError, Graph, collect_format_error,
+                 collection_dir, is_tile, list_npz, read_graph)
 from .signature import feature_signature
 from .table import FeatureConfig, FeatureSet, read_parts
 
@@ -107,11 +107,7 @@ def _build_in_pool(todo, task, packed, workers, force, errors, bar) -> None:
                 for f in todo]
         try:
             for job in as_completed(jobs):
-                exc = job.exception()
-                if isinstance(exc, DataFormatError):
-                    errors.append(exc)
-                elif exc is not None:
-                    raise exc
+                collect_format_error(job.exception(), errors)
                 bar.update()
         except BaseException:
             for job in jobs:

@@ -17,7 +17,7 @@ import numba
 from distributed import as_completed
 
 from . import cache, units as unit_store
-from .io import DataFormatError
+from .io import DataFormatError, collect_format_error
 
 
 def unit_bytes(npz_file: Path, collection: str, split: str, cfg) -> bytes:
@@ -43,12 +43,8 @@ def build_on_cluster(client, todo: list[Path], task: tuple, bar) -> list[DataFor
     errors = []
     try:
         for future in as_completed(futures):
-            exc = future.exception()
-            if isinstance(exc, DataFormatError):
-                errors.append(exc)
-            elif exc is not None:
-                raise exc
-            else:
+            collect_format_error(future.exception(), errors)
+            if future.exception() is None:
                 data = future.result()
                 cache.write_atomically(cache.unit_path(units, futures[future]),
                                        lambda tmp: tmp.write_bytes(data))

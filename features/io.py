@@ -51,6 +51,15 @@ class DataFormatError(ValueError):
     """A data file or directory does not match the TpuGraphs format; the message names it."""
 
 
+def collect_format_error(exc: BaseException | None, errors: list) -> None:
+    """What a build does with one file's outcome: a file that breaks the format is listed with
+    the others (each is reported after every other file is built); anything else stops it."""
+    if isinstance(exc, DataFormatError):
+        errors.append(exc)
+    elif exc is not None:
+        raise exc
+
+
 class Graph(NamedTuple):
     """One npz file. Layout-only keys are None for tile files and vice versa.
 
