@@ -21,9 +21,10 @@ from models.runs import TrainConfig, ensemble_scores, fit_seeds
 DEV = Path(os.environ.get("TPUGRAPHS_DEV",
                           Path(__file__).resolve().parents[2] / "shared" / "tpugraphs_dev"))
 # collection -> (train graphs used, floor on the valid mean). With exactly these settings the
-# full features reached 0.877 (xla) and 0.803 (nlp), the basic ones (raw slot means) 0.752 and
-# 0.680: a floor between them fails when a real-graph feature breaks.
-FLOORS = {"layout:xla:random": (14, 0.82), "layout:nlp:random": (16, 0.75)}
+# full features reached 0.885 (xla) and 0.843 (nlp), the same without chain_padding 0.877 and
+# 0.803, the basic ones (raw slot means) 0.752 and 0.680: a floor between them fails when a
+# real-graph feature breaks.
+FLOORS = {"layout:xla:random": (14, 0.82), "layout:nlp:random": (16, 0.81)}
 FAST = {"n_estimators": 150, "learning_rate": 0.1, "early_stopping": 20}
 
 pytestmark = pytest.mark.skipif(not (DEV / "npz_all").is_dir(),
