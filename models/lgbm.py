@@ -88,6 +88,8 @@ LAMBDARANK_DEFAULTS = {
     "layout": LambdaRankParams(n_grades=64),
     "tile": LambdaRankParams(gain="exponential", truncation_level=20),
 }
+# Same CV (models/defaults_cv.json): regression with min_data_in_leaf=100, feature_fraction=0.4
+# scored 0.658 too (0.478 / 0.880 / 0.440 / 0.835) in 30% of lambdarank's time; not changed.
 REGRESSION_DEFAULTS = {"layout": RegressionParams(), "tile": RegressionParams()}
 
 
