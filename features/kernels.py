@@ -273,7 +273,7 @@ def _reshape_is_bitcast(shapes, k, ei, r_in, eo, r_out, pi, po):
     """Whether a reshape keeps the physical element order (a bitcast) under its input and output
     layouts: both row-major over their non-unit dims, or the reshape only adds/drops unit dims
     and both layouts order the remaining dims alike. Otherwise it is a copy. pi, po: (6,)
-    scratch, passed in because an allocation per (config, node) costs more than the test."""
+    scratch from the caller, so nothing is allocated per (config, node)."""
     ni = _physical_order(ei, r_in, shapes[k, 1, :, 0], pi)
     no = _physical_order(eo, r_out, shapes[k, 0, :, 0], po)
     ordered = True
@@ -310,8 +310,7 @@ def _roles(acc, roles, k, t, layout, rank, slot):
 @njit(cache=True, inline='always')
 def _node_quantities(ncf, j, k, si, sf, shapes, pad, defaults, fixed, roles, freq, modal, acc,
                      eo, ei, ek, tmp, scratch):
-    """Add node k's quantities in config j to acc (N_QUANT,), the sums of its group: adding in
-    place, not filling a vector to add later, halves the work per (config, node).
+    """Add node k's quantities in config j to acc (N_QUANT,), the sums of its group.
     eo/ei/ek receive its effective layouts; tmp (6,) and scratch (2, 6) are work space."""
     r_out, r_in, r_ker = si[k, S_RANK_OUT], si[k, S_RANK_IN], si[k, S_RANK_KER]
     out_default = _effective(ncf, j, k, 0, defaults[k, 0], eo)
