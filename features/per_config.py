@@ -162,14 +162,12 @@ def chain_bytes(g: Graph, src: np.ndarray, pos: dict[int, int], node_bytes: np.n
 
 
 def pad_tables(dims: np.ndarray) -> np.ndarray:
-    """(nc, 3, 7, 7, 2) padded / true size for every (minor dim, 2nd-minor dim) choice, and its
-    log2 (once per graph, not per config and node): the minor dim rounded up to 128, the
-    2nd-minor to 8; 2nd-minor index 6 means none (rank 1)."""
+    """(nc, 3, 7, 7) padded / true size for every (minor dim, 2nd-minor dim) choice: the minor
+    dim rounded up to 128, the 2nd-minor to 8; 2nd-minor index 6 means none (rank 1)."""
     minor = np.ceil(dims / 128) * 128 / dims               # (nc, 3, 7)
     second = np.ceil(dims / 8) * 8 / dims
     second[..., 6] = 1.0
-    factor = minor[..., :, None] * second[..., None, :]
-    return np.ascontiguousarray(np.stack([factor, np.log2(factor)], axis=-1))
+    return np.ascontiguousarray(minor[..., :, None] * second[..., None, :])
 
 
 def stat_rows(g: Graph, seed: int) -> np.ndarray:
