@@ -130,7 +130,8 @@ def cmd_report(args) -> int:
 def cmd_bench(args) -> int:
     """Time and measure every stage on real-size generated files (100k-config layout file)."""
     spec = fb.QUICK if args.quick else fb.BenchSpec()
-    print(format_bench(run_bench(args.cache_dir, spec, workers=args.workers, repeat=args.repeat)))
+    print(format_bench(run_bench(args.cache_dir, spec, workers=args.workers, repeat=args.repeat,
+                                 rank_file=args.rank_file)))
     return 0
 
 
@@ -227,6 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--quick", action="store_true", help="small sizes, seconds not minutes")
             p.add_argument("--repeat", type=_at_least(1), default=3,
                            help="runs of every stage; shows median and min-max (default 3)")
+            p.add_argument("--rank-file", type=Path,
+                           help="a real layout npz: time the ranking API on its graph as well")
         elif name == "rank":
             p.add_argument("file", type=Path, help="npz file: a graph and its candidate configs")
             p.add_argument("--run", type=Path, help="run directory (default: the newest)")

@@ -227,7 +227,12 @@ def warm_kernels(g, chunk: int) -> None:
 
     kernels.longest_path(2, np.array([[1, 0]], np.int64))
     kernels.row_hash(np.zeros((1, 1), np.uint8))
-    layout_full(g._replace(node_config_feat=g.node_config_feat[:2]), np.arange(2), chunk=chunk)
+    layout_full(first_configs(g, 2), np.arange(2), chunk=chunk)
+
+
+def first_configs(g, n: int):
+    """g cut to its first n configs, every per-config array alike."""
+    return g._replace(node_config_feat=g.node_config_feat[:n], config_runtime=g.config_runtime[:n])
 
 
 def split_stage(path: Path, packed_dir: Path, chunk: int) -> dict:
@@ -250,8 +255,7 @@ def split_stage(path: Path, packed_dir: Path, chunk: int) -> dict:
 
 def per_config_stage(path: Path, packed_dir: Path, n_configs: int, chunk: int) -> float:
     g = read_graph(path, "layout:xla:random", "train", chunk_configs=chunk, packed_dir=packed_dir)
-    g = g._replace(node_config_feat=g.node_config_feat[:n_configs],
-                   config_runtime=g.config_runtime[:n_configs])
+    g = first_configs(g, n_configs)
     warm_kernels(g, chunk)
     start = time.perf_counter()
     layout_full(g, np.arange(n_configs), chunk=chunk)

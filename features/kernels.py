@@ -53,18 +53,17 @@ def to_int8_checked(values, out):
 
 
 @njit(cache=True)
-def slots_used(ncf):
-    """ncf (c, nc, 18) int8 -> (nc, 2) int64: most slots any config sets in each node's input
-    (6..11) and kernel (12..17) sections."""
+def slots_set(ncf):
+    """ncf (c, nc, 18) int8 -> (nc, 3) uint8: the most of its 6 slots any config sets in each
+    node's output (0..5), input (6..11) and kernel (12..17) section."""
     nc = ncf.shape[1]
-    used = np.zeros((nc, 2), np.int64)
+    used = np.zeros((nc, 3), np.uint8)
     for j in range(ncf.shape[0]):
         for k in range(nc):
-            for s in range(2):
+            for s in range(3):
                 n = 0
                 for t in range(6):
-                    if ncf[j, k, 6 + 6 * s + t] >= 0:
-                        n += 1
+                    n += ncf[j, k, 6 * s + t] >= 0
                 if n > used[k, s]:
                     used[k, s] = n
     return used

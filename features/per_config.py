@@ -96,7 +96,7 @@ def layout_static(g: Graph) -> LayoutStatic:
     """Everything about the configurable nodes that no config changes, computed once per graph."""
     ids, nf = g.node_config_ids, g.node_feat
     nc, rank = ids.size, ranks(nf)
-    used = K.slots_used(g.node_config_feat)
+    used = K.slots_set(g.node_config_feat)[:, 1:]   # input, kernel
     pos = {int(v): k for k, v in enumerate(ids)}
     edges = R.split_edges(g)
     src = R.layout_sources(g, edges, pos)
@@ -185,6 +185,13 @@ class ValueCounts(NamedTuple):
     modal: np.ndarray
 
 
+def config_codes(g: Graph, rows: np.ndarray) -> np.ndarray:
+    """(r, nc) int64 kernels.config_codes of the given configs."""
+    if rows.size == 0:
+        return np.zeros((0, g.node_config_ids.size), np.int64)
+    return K.config_codes(g.node_config_feat[rows])
+
+
 def value_counts(codes: np.ndarray) -> ValueCounts:
     """codes (s, nc) int64 of the sampled configs -> per-node value shares."""
     return ValueCounts(*K.value_table(np.ascontiguousarray(codes)))
@@ -206,16 +213,17 @@ def layout_names() -> list[str]:
                     "cfg.all.merge_conversion_bytes"]
 
 
-def _layout_chunk(g: Graph, rows: np.ndarray, st: LayoutStatic, table: ValueCounts):
-    nc = g.node_config_ids.size
-    codes = K.config_codes(g.node_config_feat[rows]) if rows.size else \
-        np.zeros((0, nc), np.int64)
+def _layout_chunk(g: Graph, rows: np.ndarray, st: LayoutStatic, table: ValueCounts,
+                  codes: np.ndarray | None = None):
+    """Features of `rows`; codes: their config_codes when the caller has them."""
+    if codes is None:
+        codes = config_codes(g, rows)
     freq, modal_diff = value_frequencies(codes, table)
     sums = K.layout_config_features(g.node_config_feat, rows, st.si, st.sf, st.shapes, st.pad,
                                     st.defaults, st.fixed, st.roles, freq, modal_diff)
     merges = K.merge_conversions(g.node_config_feat, rows, st.merge_pos, st.merge_fixed,
                                  st.merge_bytes, st.defaults)
-    means = sums[:, :K.N_QUANT] / nc
+    means = sums[:, :K.N_QUANT] / g.node_config_ids.size
     traffic = sums[:, list(TRAFFIC_QUANTITIES)].sum(axis=1, keepdims=True) + merges[:, 1:]
     # Kept apart from est_traffic_bytes, so that leaving chain_padding out (ablation) leaves
     # exactly the features without it
@@ -239,14 +247,19 @@ def layout_full(g: Graph, rows: np.ndarray, *, chunk: int, seed: int = 0, static
                               np.zeros((1, len(names)), np.float32), names)
     st = layout_static(g) if static is None else static
     sample = stat_rows(g, seed)
-    table = value_counts(K.config_codes(g.node_config_feat[sample]))
+    sample_codes = config_codes(g, sample)
+    table = value_counts(sample_codes)
     wanted = np.union1d(rows, sample)
+    # Every selected row is in the sample (a file of at most STAT_CONFIGS configs, as each
+    # ranking call is): its codes are known
+    known = wanted.size == sample.size
     parts = []
     starts = range(0, wanted.size, chunk)
     # Only big files get a bar (4+ chunks); tqdm itself stays quiet off a terminal.
     for s in tqdm(starts, desc=f"{g.graph_id} configs", unit="chunk", disable=None
                   if len(starts) >= 4 else True, leave=False):
-        parts.append(_layout_chunk(g, wanted[s:s + chunk], st, table))
+        parts.append(_layout_chunk(g, wanted[s:s + chunk], st, table,
+                                   sample_codes[s:s + chunk] if known else None))
     values = np.concatenate(parts) if parts else np.zeros((0, len(names)), np.float32)
     return within_graph_z(values[np.searchsorted(wanted, rows)],
                           values[np.searchsorted(wanted, sample)], names)

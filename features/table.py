@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
+from . import kernels as K
 from .io import Graph, is_tile, read_graph
 from .per_config import EXTRACTORS, layout_static
 from .per_graph import graph_features
@@ -146,23 +147,13 @@ def static_key(g: Graph) -> str:
     configs, only the most layout slots any of them sets per node and section (layout_static
     picks each node's operands by it)."""
     h = hashlib.blake2b(g.collection.encode(), digest_size=16)
+    slots = None if g.node_config_feat is None else K.slots_set(g.node_config_feat)
     for arr in (g.node_feat, g.node_opcode, g.edge_index, g.node_config_ids, g.node_splits,
-                _slots_set(g.node_config_feat)):
+                slots):
         if arr is not None:
             h.update(repr((arr.dtype.str, arr.shape)).encode())
             h.update(np.ascontiguousarray(arr).data)
     return h.hexdigest()
-
-
-def _slots_set(ncf: np.ndarray | None) -> np.ndarray | None:
-    """(nc, 3) uint8: the most of its 6 slots any config sets in each node's output, input and
-    kernel section. Adding the six byte columns beats a reduction over a length-6 axis 7x."""
-    if ncf is None:
-        return None
-    c, nc = ncf.shape[:2]
-    s = (np.asarray(ncf) >= 0).view(np.uint8).reshape(c, nc * 3, 6)
-    counts = s[..., 0] + s[..., 1] + s[..., 2] + s[..., 3] + s[..., 4] + s[..., 5]
-    return (counts.max(axis=0) if c else np.zeros(nc * 3, np.uint8)).reshape(nc, 3)
 
 
 class GraphTable(NamedTuple):

@@ -12,6 +12,7 @@ import numpy as np
 
 from features import FeatureConfig, build_entry, load_entry
 from features import bench as fb
+from features.candidates import read_candidates
 from features.io import packed_path
 
 from .lgbm import LAMBDARANK_DEFAULTS, LambdaRank
@@ -46,11 +47,13 @@ class BenchResult:
 
 
 def run_bench(cache_root: Path, spec: fb.BenchSpec, *, workers: int = 2, repeat: int = 3,
-              log=print) -> BenchResult:
+              rank_file: Path | None = None, log=print) -> BenchResult:
     """Generate (once) the real-size inputs, then run every stage once per round, `repeat`
     rounds, so each stage's run i pairs with the floor's run i."""
     if repeat < 1:
         raise ValueError(f"bench needs at least one run per stage, got --repeat {repeat}")
+    if rank_file is not None:   # a bad file fails now, not after the rounds
+        read_candidates(Path(rank_file), "layout:xla:random")
     before = fb.conditions()
     root = fb.bench_root(cache_root, spec)
     inputs = fb.ensure_inputs(root, spec)
@@ -62,7 +65,8 @@ def run_bench(cache_root: Path, spec: fb.BenchSpec, *, workers: int = 2, repeat:
         rounds.append(_round(record, spec, inputs, root / "cache", workers))
     # The ranking API is timed once, after the rounds: it trains its own models first.
     notes = {**fb.median_notes(rounds),
-             "ranking": rank_notes(QUICK_RANK if spec == fb.QUICK else RankSpec(), log)}
+             "ranking": rank_notes(replace(QUICK_RANK if spec == fb.QUICK else RankSpec(),
+                                           real_file=str(rank_file or "")), log)}
     return BenchResult(spec, inputs, before, os.getloadavg(), list(record.stages.values()),
                        notes)
 

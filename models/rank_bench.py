@@ -6,6 +6,10 @@ graph's tables built) and warm (same graph, new candidates), and ranking `tile_c
 configs. Models are LambdaRank with the default settings trained to all 600 rounds (no early
 stopping), the largest a default run makes. Targets per 1,000 layout candidates: warm <= 100 ms,
 cold <= 1 s. A profile of one warm call says where its time goes.
+
+With `real_file` (bench --rank-file), a real layout file is timed as well: cold on its own
+configs, warm on new candidates that draw each node's layout from the values that node takes in
+the file.
 """
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from features import FeatureConfig, bench as fb, sample, synth_graph
-from features.candidates import graph_from_arrays
+from features.candidates import graph_from_arrays, read_candidates
 from features.io import read_graph
 from features.table import graph_feature_set, graph_static, static_key
 
@@ -39,6 +43,7 @@ class RankSpec:
     tile_train_graphs: int = 8
     warm_calls: int = 5
     seed: int = 0
+    real_file: str = ""           # a real layout npz, timed as well (see the module docstring)
 
 
 QUICK_RANK = RankSpec(nodes=400, config_nodes=60, candidates=200, train_configs=300,
@@ -132,7 +137,26 @@ def rank_latency(spec: RankSpec) -> dict:
                     "tile_cold": tile_cold[1], "tile_warm": tile_warm[1]},
             "load_average": os.getloadavg(), "cpus": len(os.sched_getaffinity(0)),
             "parts": _parts(model, layout, calls[-1]), "profile": _profile(model, layout,
-                                                                             calls[-1])}
+                                                                             calls[-1]),
+            "real": _real_latency(model, spec, rng) if spec.real_file else None}
+
+
+def _real_latency(model: CostModel, spec: RankSpec, rng) -> dict:
+    """Cold and warm (wall, CPU) seconds per call on a real file's graph, and its sizes."""
+    g = read_candidates(Path(spec.real_file), LAYOUT)
+    graph = {k: getattr(g, k) for k in GRAPH_KEYS}
+    ncf = np.asarray(g.node_config_feat)
+    c, nc = ncf.shape[:2]
+    cold = _cpu_timed(lambda: model.rank(**graph, node_config_feat=ncf[:spec.candidates]))
+    warm = []
+    for _ in range(spec.warm_calls):
+        draw = ncf[rng.integers(0, c, (spec.candidates, nc)), np.arange(nc)]
+        warm.append(_cpu_timed(lambda d=draw: model.rank(**graph, node_config_feat=d)))
+    distinct = [np.unique(ncf[:, k], axis=0).shape[0] for k in range(nc)]
+    return {"file": Path(spec.real_file).name, "nodes": int(g.node_feat.shape[0]),
+            "config_nodes": int(nc), "candidates": int(min(c, spec.candidates)),
+            "median_distinct": float(np.median(distinct)), "cold": cold,
+            "warm": tuple(np.median(np.array(warm), axis=0))}
 
 
 def _parts(model: CostModel, layout: dict, candidates: np.ndarray) -> dict:
@@ -179,4 +203,15 @@ def format_rank_notes(notes: dict) -> list[str]:
                 f"{k} {v * 1e3:.1f} ms" for k, v in notes["parts"].items() if k != "columns")
             + f" ({notes['parts']['columns']} columns)",
             "  warm call profile (own time): " + ", ".join(
-                f"{name} {t * 1e3:.0f} ms" for name, t in notes["profile"])]
+                f"{name} {t * 1e3:.0f} ms" for name, t in notes["profile"]),
+            *_real_lines(notes.get("real"))]
+
+
+def _real_lines(real: dict | None) -> list[str]:
+    if not real:
+        return []
+    (cw, cc), (ww, wc) = real["cold"], real["warm"]
+    return [f"ranking API on a real graph, {real['file']} ({real['nodes']:,} nodes / "
+            f"{real['config_nodes']} configurable, a median of {real['median_distinct']:.0f} "
+            f"distinct layouts per node): {real['candidates']:,} candidates cold "
+            f"{cw * 1e3:.0f} ms (CPU {cc * 1e3:.0f}), warm {ww * 1e3:.0f} ms (CPU {wc * 1e3:.0f})"]

@@ -82,3 +82,15 @@ def test_bench_needs_at_least_one_run(tmp_path):
     with pytest.raises(ValueError, match="--repeat 0"):
         run_bench(tmp_path, fb.QUICK, repeat=0)
     assert not (tmp_path / "bench").exists()
+
+
+def test_file_stages_run_on_a_file_larger_than_the_stats_sample(tmp_path):
+    # Files above per_config.STAT_CONFIGS configs draw a stats sample; the stages that featurize
+    # a file's first configs must cut every per-config array alike (a full bench once crashed).
+    spec = fb.BenchSpec(layout_configs=1_200, layout_config_nodes=8, layout_nodes=80,
+                        tile_kernels=1, config_steps=(1_200,))
+    path, generated = fb.ensure_layout_file(tmp_path, spec)
+    assert generated
+    split = fb.split_stage(path, tmp_path / "packed", 500)
+    assert split["configs"] == 1_200 and min(split.values()) > 0
+    assert fb.per_config_stage(path, tmp_path / "packed", 600, 500) > 0
