@@ -215,19 +215,23 @@ def decompress_floor(path: Path) -> int:
         return int(z["node_config_feat"].shape[0])
 
 
-def read_stage(path: Path, packed_dir: Path | None, chunk: int) -> int:
-    g = read_graph(path, "layout:xla:random", "train", chunk_configs=chunk, packed_dir=packed_dir)
+def _read(path: Path, packed_dir: Path | None, chunk_mb: float):
+    return read_graph(path, "layout:xla:random", "train", chunk_mb=chunk_mb, packed_dir=packed_dir)
+
+
+def read_stage(path: Path, packed_dir: Path | None, chunk_mb: float) -> int:
+    g = _read(path, packed_dir, chunk_mb)
     return int(np.asarray(g.node_config_feat[-1]).sum())  # touch the data
 
 
-def warm_kernels(g, chunk: int) -> None:
+def warm_kernels(g) -> None:
     """Load every Numba kernel from its cache (featurizing two configs of g), so a stage's time
     is its work, not first-call dispatch."""
     from . import kernels
 
     kernels.longest_path(2, np.array([[1, 0]], np.int64))
     kernels.row_hash(np.zeros((1, 1), np.uint8))
-    layout_full(first_configs(g, 2), np.arange(2), chunk=chunk)
+    layout_full(first_configs(g, 2), np.arange(2), chunk=2)
 
 
 def first_configs(g, n: int):
@@ -235,15 +239,15 @@ def first_configs(g, n: int):
     return g._replace(node_config_feat=g.node_config_feat[:n], config_runtime=g.config_runtime[:n])
 
 
-def split_stage(path: Path, packed_dir: Path, chunk: int) -> dict:
+def split_stage(path: Path, packed_dir: Path, chunk_mb: float) -> dict:
     """Reading (memory-mapped), per-graph, row selection and per-config time of one file."""
-    warm_kernels(read_graph(path, "layout:xla:random", "train", chunk_configs=chunk,
-                            packed_dir=packed_dir), chunk)
+    warm_kernels(_read(path, packed_dir, chunk_mb))
     t0 = time.perf_counter()
-    g = read_graph(path, "layout:xla:random", "train", chunk_configs=chunk, packed_dir=packed_dir)
+    g = _read(path, packed_dir, chunk_mb)
     t1 = time.perf_counter()
     graph_features(g, "full")
     t2 = time.perf_counter()
+    chunk = g.chunk_configs(chunk_mb)
     rows = select_rows(g, max_train_configs=0, fastest_fraction=0.0, max_valid_configs=0,
                        seed=0, chunk=chunk)
     t3 = time.perf_counter()
@@ -253,12 +257,11 @@ def split_stage(path: Path, packed_dir: Path, chunk: int) -> dict:
             "configs": int(rows.config_idx.size)}
 
 
-def per_config_stage(path: Path, packed_dir: Path, n_configs: int, chunk: int) -> float:
-    g = read_graph(path, "layout:xla:random", "train", chunk_configs=chunk, packed_dir=packed_dir)
-    g = first_configs(g, n_configs)
-    warm_kernels(g, chunk)
+def per_config_stage(path: Path, packed_dir: Path, n_configs: int, chunk_mb: float) -> float:
+    g = first_configs(_read(path, packed_dir, chunk_mb), n_configs)
+    warm_kernels(g)
     start = time.perf_counter()
-    layout_full(g, np.arange(n_configs), chunk=chunk)
+    layout_full(g, np.arange(n_configs), chunk=g.chunk_configs(chunk_mb))
     return time.perf_counter() - start
 
 

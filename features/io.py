@@ -39,6 +39,10 @@ MAX_ABS_VALUE = 2.0**63
 LAYOUT_COLUMNS = (134, 140)
 MAX_DIM_INDEX = 5
 DEFAULT_DATA_DIR = Path("~/data/tpugraphs")
+# Configs are decompressed and featurized in chunks of about this many megabytes of
+# node_config_feat as float32: a count of configs would be ~0.9 GB at 4,096 configs x 3,000
+# configurable nodes, and ~1 MB on a small graph.
+DEFAULT_CHUNK_MB = 128.0
 
 TILE_KEYS = ("node_feat", "node_opcode", "edge_index", "config_feat", "config_runtime",
              "config_runtime_normalizers")
@@ -90,6 +94,17 @@ class Graph(NamedTuple):
     def n_configs(self) -> int:
         return int(self.config_runtime.shape[0])
 
+    def chunk_configs(self, chunk_mb: float) -> int:
+        """Configs per chunk of chunk_mb megabytes (see chunk_rows)."""
+        per_config = (N_TILE_CONFIG_FEAT if self.config_feat is not None
+                      else self.node_config_feat.shape[1] * N_LAYOUT_CONFIG_FEAT)
+        return chunk_rows(per_config, chunk_mb)
+
+
+def chunk_rows(values_per_config: int, chunk_mb: float) -> int:
+    """How many configs of `values_per_config` float32 values fill chunk_mb megabytes (>= 1)."""
+    return max(1, int(chunk_mb * 2**20) // max(4 * values_per_config, 1))
+
 
 def is_tile(collection: str) -> bool:
     return collection.startswith("tile")
@@ -118,7 +133,7 @@ def list_npz(npz_root: Path, collection: str, split: str) -> list[Path]:
     return sorted((npz_root / collection_dir(collection) / split).glob("*.npz"))
 
 
-def read_graph(path: Path, collection: str, split: str, *, chunk_configs: int = 4096,
+def read_graph(path: Path, collection: str, split: str, *, chunk_mb: float = DEFAULT_CHUNK_MB,
                packed_dir: Path | None = None) -> Graph:
     """Read and validate one file. Raises DataFormatError naming the file, key and problem.
 
@@ -127,10 +142,10 @@ def read_graph(path: Path, collection: str, split: str, *, chunk_configs: int = 
     path = Path(path)
     keys = TILE_KEYS if is_tile(collection) else LAYOUT_KEYS
     if packed_dir is None:
-        arrays = _read_keys(path, keys, lambda zf: read_node_config_feat(zf, path, chunk_configs))
+        arrays = _read_keys(path, keys, lambda zf: read_node_config_feat(zf, path, chunk_mb))
     else:
         arrays = _read_keys(path, keys, lambda zf: _packed_node_config_feat(
-            zf, path, chunk_configs, Path(packed_dir)))
+            zf, path, chunk_mb, Path(packed_dir)))
     return _validate(Graph(path=path, collection=collection, split=split, **arrays))
 
 
@@ -161,6 +176,22 @@ def count_configs(path: Path) -> int:
         raise DataFormatError(f"{path}: cannot read config_runtime ({exc})") from exc
 
 
+def array_shapes(path: Path, keys: tuple[str, ...]) -> dict[str, tuple]:
+    """Shapes of the file's arrays among `keys`, from their headers alone (no decompression)."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            present = {name.removesuffix(".npy") for name in zf.namelist()}
+            shapes = {}
+            for key in keys:
+                if key in present:
+                    fp, shape, _, _ = _open_npy_member(zf, key, path)
+                    fp.close()
+                    shapes[key] = tuple(shape)
+            return shapes
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+        raise DataFormatError(f"{path}: unreadable npz ({type(exc).__name__}: {exc})") from exc
+
+
 def _read_member(zf: zipfile.ZipFile, key: str, path: Path) -> np.ndarray:
     with zf.open(key + ".npy") as fp:
         return np.lib.format.read_array(fp, allow_pickle=False)
@@ -175,7 +206,7 @@ def _open_npy_member(zf: zipfile.ZipFile, key: str, path: Path):
     return fp, shape, fortran, dtype
 
 
-def read_node_config_feat(zf: zipfile.ZipFile, path: Path, chunk_configs: int,
+def read_node_config_feat(zf: zipfile.ZipFile, path: Path, chunk_mb: float,
                           out: np.ndarray | None = None) -> np.ndarray:
     """Decompress node_config_feat chunk by chunk into int8, never holding it as float32 whole.
 
@@ -189,9 +220,10 @@ def read_node_config_feat(zf: zipfile.ZipFile, path: Path, chunk_configs: int,
         if fortran:  # rare; not streamable, read whole
             result[...] = _to_int8(np.lib.format.read_array(fp), path, 0)
             return result
-        row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
-        for start in range(0, shape[0], chunk_configs):
-            rows = min(chunk_configs, shape[0] - start)
+        row_values = int(np.prod(shape[1:], dtype=np.int64))
+        row_bytes, step = row_values * dtype.itemsize, chunk_rows(row_values, chunk_mb)
+        for start in range(0, shape[0], step):
+            rows = min(step, shape[0] - start)
             raw = _read_exact(fp, rows * row_bytes, path)
             chunk = np.frombuffer(raw, dtype=dtype).reshape((rows,) + tuple(shape[1:]))
             result[start:start + rows] = _to_int8(chunk, path, start)
@@ -215,7 +247,7 @@ def packed_path(path: Path, packed_dir: Path) -> Path:
     return packed_dir / f"{Path(path).stem}-{hashlib.sha256(ident.encode()).hexdigest()[:12]}.npy"
 
 
-def _packed_node_config_feat(zf: zipfile.ZipFile, path: Path, chunk_configs: int,
+def _packed_node_config_feat(zf: zipfile.ZipFile, path: Path, chunk_mb: float,
                              packed_dir: Path) -> np.ndarray:
     target = packed_path(path, packed_dir)
     if not target.exists():
@@ -225,7 +257,7 @@ def _packed_node_config_feat(zf: zipfile.ZipFile, path: Path, chunk_configs: int
         tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
         try:
             out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.int8, shape=tuple(shape))
-            read_node_config_feat(zf, path, chunk_configs, out=out)
+            read_node_config_feat(zf, path, chunk_mb, out=out)
             out.flush()
             del out
             os.replace(tmp, target)

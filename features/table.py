@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 
 from . import kernels as K
-from .io import Graph, is_tile, read_graph
+from .io import DEFAULT_CHUNK_MB, Graph, is_tile, read_graph
 from .per_config import EXTRACTORS, layout_static
 from .per_graph import graph_features
 from .rows import Rows, select_rows
@@ -57,14 +57,14 @@ class FeatureConfig:
     max_train_configs_layout: int = 2000
     fastest_fraction: float = 0.1        # share of the cap reserved for the fastest configs
     max_valid_configs: int = 1000        # layout: like the test's 1000-config subsets
-    chunk_configs: int = 4096            # configs decompressed/featurized at a time
+    chunk_mb: float = DEFAULT_CHUNK_MB   # node_config_feat decompressed/featurized at a time
     seed: int = 0
 
     def __post_init__(self):
         if self.feature_set not in FEATURE_SETS:
             raise ValueError(f"feature_set must be one of {FEATURE_SETS}, got {self.feature_set!r}")
-        if self.chunk_configs <= 0:
-            raise ValueError(f"chunk_configs must be positive, got {self.chunk_configs}")
+        if not self.chunk_mb > 0:
+            raise ValueError(f"chunk_mb must be positive, got {self.chunk_mb}")
         for name in ("max_train_configs_tile", "max_train_configs_layout", "max_valid_configs",
                      "seed"):
             if getattr(self, name) < 0:
@@ -176,14 +176,14 @@ def graph_parts(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None)
     """The rows of one graph. `static`: graph_static(g, cfg) computed earlier for the same graph
     (see static_key)."""
     limit = cfg.max_train_configs_tile if is_tile(g.collection) else cfg.max_train_configs_layout
+    chunk = g.chunk_configs(cfg.chunk_mb)
     rows = select_rows(g, max_train_configs=limit, fastest_fraction=cfg.fastest_fraction,
-                       max_valid_configs=cfg.max_valid_configs, seed=cfg.seed,
-                       chunk=cfg.chunk_configs)
+                       max_valid_configs=cfg.max_valid_configs, seed=cfg.seed, chunk=chunk)
     if static is None:
         static = graph_static(g, cfg)
     kind = "tile" if is_tile(g.collection) else "layout"
     extra = {} if static.layout is None else {"static": static.layout}
-    cv, cnames = EXTRACTORS[(kind, cfg.feature_set)](g, rows.config_idx, chunk=cfg.chunk_configs,
+    cv, cnames = EXTRACTORS[(kind, cfg.feature_set)](g, rows.config_idx, chunk=chunk,
                                                      seed=cfg.seed, **extra)
     return GraphTable(np.asarray(static.values, np.float32), np.asarray(cv, np.float32),
                       static.names + cnames, rows)
@@ -208,7 +208,7 @@ def graph_feature_set(g: Graph, cfg: FeatureConfig, static: GraphStatic | None =
 def file_table(path: Path, collection: str, split: str, cfg: FeatureConfig, *,
                packed_dir: Path | None = None) -> GraphTable:
     """The rows of one input file, read and validated."""
-    g = read_graph(path, collection, split, chunk_configs=cfg.chunk_configs,
+    g = read_graph(path, collection, split, chunk_mb=cfg.chunk_mb,
                    packed_dir=packed_dir)
     return graph_parts(g, cfg)
 

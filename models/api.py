@@ -67,8 +67,8 @@ class CostModel:
         run was trained on other feature code or settings than the current ones."""
         run_dir = Path(run_dir)
         record = read_run(run_dir)
+        check_signature(record, run_dir)    # also for settings this code no longer has
         settings = FeatureConfig(**record["features"]["settings"])
-        check_signature(record, run_dir)
         models = {c: collection_models(run_dir, c) for c in record["metrics"]}
         return cls(models, settings, cache_size=cache_size, source=str(run_dir),
                    without=tuple(record["train_config"].get("without", ())))
@@ -95,7 +95,7 @@ class CostModel:
         kind = candidate_kind(npz_keys(path), path)
         chosen = self._collection(kind, collection or collection_from_path(path))
         return self.rank_graph(read_candidates(path, chosen,
-                                               chunk_configs=self.settings.chunk_configs))
+                                               chunk_mb=self.settings.chunk_mb))
 
     def rank_graph(self, g: Graph) -> Ranking:
         """Rank the configs of a validated test-split Graph (see features.candidates)."""

@@ -1,11 +1,12 @@
 """`pipeline.py bench`: every stage from decompression to prediction on real-size files."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +14,10 @@ import numpy as np
 from features import FeatureConfig, build_entry, load_entry
 from features import bench as fb
 from features.candidates import read_candidates
+from features.cache import write_atomically
 from features.io import packed_path
 
+from . import projection as pj
 from .lgbm import LAMBDARANK_DEFAULTS, LambdaRank
 from .rank_bench import QUICK_RANK, RankSpec, format_rank_notes, rank_notes
 
@@ -22,13 +25,17 @@ FLOOR_TARGET = 1.5  # full-size build time / the decompression floor
 RSS_MARGIN_MB = 1024  # full-size peak RSS target: 3 x the int8 copy + this
 
 
-def train_predict_stage(entry: Path, n_estimators: int) -> tuple[float, float, int]:
+TRAIN_ROUNDS = 200   # of the bench's tile training, all of them (nothing to stop early on)
+
+
+def train_predict_stage(entry: Path) -> tuple[float, float, int, int]:
+    """(fit s, predict s, rows scored, columns) of LambdaRank on a tile entry."""
     data = load_entry(entry)
     start = time.perf_counter()
-    model = LambdaRank(replace(LAMBDARANK_DEFAULTS["tile"], n_estimators=n_estimators)).fit(data)
+    model = LambdaRank(replace(LAMBDARANK_DEFAULTS["tile"], n_estimators=TRAIN_ROUNDS)).fit(data)
     mid = time.perf_counter()
     scores = model.predict(data)
-    return mid - start, time.perf_counter() - mid, int(np.isfinite(scores).sum())
+    return mid - start, time.perf_counter() - mid, int(np.isfinite(scores).sum()), data.X.shape[1]
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,7 @@ class BenchResult:
     load_after: tuple[float, float, float]
     stages: list[fb.Stage]
     notes: dict  # medians over rounds of what the stages returned
+    units: pj.UnitCosts | None = None   # derived from stages and notes (unit_costs)
 
     @property
     def judged(self) -> bool:
@@ -67,8 +75,29 @@ def run_bench(cache_root: Path, spec: fb.BenchSpec, *, workers: int = 2, repeat:
     notes = {**fb.median_notes(rounds),
              "ranking": rank_notes(replace(QUICK_RANK if spec == fb.QUICK else RankSpec(),
                                            real_file=str(rank_file or "")), log)}
-    return BenchResult(spec, inputs, before, os.getloadavg(), list(record.stages.values()),
-                       notes)
+    result = BenchResult(spec, inputs, before, os.getloadavg(), list(record.stages.values()),
+                         notes)
+    result = replace(result, units=unit_costs(result, workers))
+    write_atomically(root / "bench.json", lambda tmp: tmp.write_text(json.dumps(
+        _record(result), indent=1, default=str)))
+    return result
+
+
+def _record(r: BenchResult) -> dict:
+    """bench.json: how the figures were made and what they were, for `projection_for`."""
+    return {"spec": asdict(r.spec), "conditions": asdict(r.conditions), "load_after": r.load_after,
+            "inputs_generated": r.inputs.generated, "units": asdict(r.units),
+            "stages": {s.name: {"median_s": s.seconds, "runs_s": [x.seconds for x in s.runs],
+                                "peak_rss_mb": s.peak_rss_mb} for s in r.stages}}
+
+
+def projection_for(npz_root: Path, bench_json: Path, rounds: dict[str, int] | None = None,
+                   ) -> list[pj.Projection]:
+    """The projection for the data under npz_root, from the unit costs a bench run saved;
+    rounds: per collection, the rounds a run trained (default: the upper bound)."""
+    units = pj.UnitCosts(**json.loads(Path(bench_json).read_text())["units"])
+    return [pj.project(c, n, units, rounds=(rounds or {}).get(c))
+            for c, n in pj.counts_of(npz_root).items()]
 
 
 def _round(run: fb.Recorder, spec: fb.BenchSpec, inputs: fb.Inputs, work: Path,
@@ -79,7 +108,7 @@ def _round(run: fb.Recorder, spec: fb.BenchSpec, inputs: fb.Inputs, work: Path,
     by name, as it runs in a spawned child."""
     shutil.rmtree(work, ignore_errors=True)
     big, npz_root, packed = inputs.layout_file, inputs.npz_root, work / "packed"
-    c, chunk = spec.layout_configs, FeatureConfig().chunk_configs
+    c, chunk = spec.layout_configs, FeatureConfig().chunk_mb
     run("python + imports (baseline)", fb.baseline, 0)
     run("floor: numpy.load node_config_feat", fb.decompress_floor, big, items=c, unit="configs")
     run("read: stream -> int8 copy in cache", fb.read_stage, big, packed, chunk,
@@ -102,16 +131,52 @@ def _round(run: fb.Recorder, spec: fb.BenchSpec, inputs: fb.Inputs, work: Path,
                     fb.build_stage, npz_root, "tile:xla", work, workers,
                     items=spec.tile_kernels, unit="files")
     entry, _ = build_entry(npz_root, "tile:xla", "train", fb.ALL_CONFIGS, work, workers=workers)
-    fit_s, predict_s, _ = run("train + predict lambdarank (tile)", train_predict_stage, entry, 200,
-                              items=tile_rows, unit="rows")
+    fit_s, predict_s, _, columns = run("train + predict lambdarank (tile)", train_predict_stage,
+                                       entry, items=tile_rows, unit="rows")
     return {"layout_rows": rows, "split": split, "per_config_seconds": per_config,
             "tile_rows": tile_rows, "fit_seconds": fit_s, "predict_seconds": predict_s,
-            "int8_mb": c * spec.layout_config_nodes * 18 / 2**20}
+            "tile_columns": columns, "int8_mb": c * spec.layout_config_nodes * 18 / 2**20}
+
+
+def unit_costs(r: BenchResult, workers: int) -> pj.UnitCosts:
+    """What a unit of work costs, from the stages' medians (see models/projection.py)."""
+    stage = {s.name: s.seconds for s in r.stages}
+    s, notes = r.spec, r.notes
+    c, nc = s.layout_configs, s.layout_config_nodes
+    default, every = (stage[f"build layout file, {k}, cold (npz)"]
+                      for k in ("default settings", "all configs"))
+    done = pj.featurized(c, FeatureConfig().max_train_configs_layout)
+    featurize = (every - default) / ((c - done) * nc)
+    graph = notes["split"]["per_graph"]
+    read = max(default - done * nc * featurize - graph, 0.0) / (c * nc)
+    row_rounds = notes["tile_rows"] * TRAIN_ROUNDS * notes["tile_columns"]
+    tile_build = next(t for name, t in stage.items() if name.startswith("build tile collection"))
+    return pj.UnitCosts(read=read, featurize=featurize, graph=graph / s.layout_nodes,
+                        tile_file=tile_build * workers / s.tile_kernels,
+                        train=notes["fit_seconds"] / row_rounds,
+                        predict=notes["predict_seconds"] / (notes["tile_rows"] * TRAIN_ROUNDS),
+                        tile_columns=int(notes["tile_columns"]),
+                        layout_columns=int(notes["ranking"]["parts"]["columns"]), workers=workers)
 
 
 def format_bench(result: BenchResult) -> str:
     return "\n".join([*_header(result), "", *_table(result.stages), "", *_verdicts(result),
-                      *_notes(result.notes)])
+                      *_notes(result.notes), "", *_projection(result)])
+
+
+def _projection(r: BenchResult) -> list[str]:
+    u = r.units
+    if u is None:
+        return []
+    return [f"unit costs (one core): read {u.read * 1e9:.1f} ns and featurize "
+            f"{u.featurize * 1e9:.1f} ns per (config x configurable node), "
+            f"{u.graph * 1e6:.1f} us per graph node, {u.tile_file * 1e3:.1f} ms per tile file, "
+            f"train {u.train * 1e9:.2f} ns per (row x round x column), predict "
+            f"{u.predict * 1e9:.1f} ns per (row x round); {u.workers} build workers",
+            *pj.format_projection([pj.project(c, n, u) for c, n in pj.DOWNLOAD.items()],
+                                  "projected for the full download (counts: "
+                                  "models/projection.DOWNLOAD; train at every default round, "
+                                  "an upper bound):", r.judged)]
 
 
 def _load(avg) -> str:

@@ -91,6 +91,6 @@ def test_file_stages_run_on_a_file_larger_than_the_stats_sample(tmp_path):
                         tile_kernels=1, config_steps=(1_200,))
     path, generated = fb.ensure_layout_file(tmp_path, spec)
     assert generated
-    split = fb.split_stage(path, tmp_path / "packed", 500)
+    split = fb.split_stage(path, tmp_path / "packed", 0.1)   # 0.1 MB: several chunks
     assert split["configs"] == 1_200 and min(split.values()) > 0
-    assert fb.per_config_stage(path, tmp_path / "packed", 600, 500) > 0
+    assert fb.per_config_stage(path, tmp_path / "packed", 600, 0.1) > 0

@@ -53,9 +53,9 @@ def test_build_is_deterministic(tiny_npz, tmp_path):
 def test_chunked_and_unchunked_builds_give_identical_rows(tiny_npz, collection):
     f = list_npz(tiny_npz, collection, "train")[0]
     results = []
-    for chunk in (3, 64, 100_000):
-        cfg = FeatureConfig(chunk_configs=chunk)
-        X, names, rows = graph_table(read_graph(f, collection, "train", chunk_configs=chunk), cfg)
+    for chunk_mb in (1e-4, 0.01, 1000.0):
+        cfg = FeatureConfig(chunk_mb=chunk_mb)
+        X, names, rows = graph_table(read_graph(f, collection, "train", chunk_mb=chunk_mb), cfg)
         results.append((X, rows.config_idx))
     for X, idx in results[1:]:
         np.testing.assert_array_equal(X, results[0][0])

@@ -7,7 +7,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from features.io import (COLLECTIONS, SPLITS, DataFormatError, list_npz, read_graph,
+from features.io import (COLLECTIONS, SPLITS, DataFormatError, chunk_rows, list_npz, read_graph,
                          resolve_npz_root)
 from features.sample import write_npz
 
@@ -62,9 +62,16 @@ def test_missing_root_resolves_to_none(tmp_path):
 def test_chunked_read_equals_whole_read(tiny_npz):
     f = list_npz(tiny_npz, "layout:xla:random", "train")[0]
     whole = _arrays(f)["node_config_feat"]
-    for chunk in (1, 7, 10_000):
-        g = read_graph(f, "layout:xla:random", "train", chunk_configs=chunk)
+    for chunk_mb in (1e-6, 0.01, 1000.0):     # one config per chunk, a few, the whole file
+        g = read_graph(f, "layout:xla:random", "train", chunk_mb=chunk_mb)
         np.testing.assert_array_equal(g.node_config_feat, whole.astype(np.int8))
+
+
+def test_chunks_are_sized_in_bytes():
+    # 128 MB of float32 node_config_feat: 4,660 configs of 400 nodes, 621 of 3,000
+    assert chunk_rows(400 * 18, 128.0) == 128 * 2**20 // (400 * 18 * 4) == 4660
+    assert chunk_rows(3000 * 18, 128.0) == 621
+    assert chunk_rows(3000 * 18, 1e-6) == 1      # never fewer than one config
 
 
 @pytest.fixture
@@ -104,7 +111,7 @@ def test_layout_values_outside_minus1_to_5_are_rejected(layout_file, bad_value):
     ncf[-1, 0, 3] = bad_value
     path = _broken(layout_file, node_config_feat=ncf)
     with pytest.raises(DataFormatError, match="node_config_feat.*-1..5"):
-        read_graph(path, "layout:xla:default", "train", chunk_configs=16)
+        read_graph(path, "layout:xla:default", "train", chunk_mb=0.001)
 
 
 def test_runtime_of_wrong_length_or_dtype(layout_file):

@@ -1,0 +1,164 @@
+"""Projected time and memory of `build-features`, `train` and `submit` on the full download.
+
+`bench` measures what a unit of work costs on this machine (UnitCosts: a configurable node of
+one config read, featurized; a node of a graph; a tile file; a training row, round and column).
+`project` multiplies them by counts: the download's published ones (DOWNLOAD), or those of any
+data directory (`counts_of`), so the same model can be checked against a measured run.
+
+Default settings throughout: train rows capped per graph, layout validation at 1,000 configs,
+one seed, early stopping on held-out train families followed by a refit on every train graph.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from features import FeatureConfig
+from features.io import COLLECTIONS, array_shapes, is_tile, list_npz
+from features.per_config import STAT_CONFIGS
+
+from .lgbm import LAMBDARANK_DEFAULTS
+from .selection import EARLY_STOP_FRACTION
+
+SPLIT_NAMES = ("train", "valid", "test")
+TIME_TARGET_S = 30 * 60      # issue 11: build + train + submit on 2 cores
+MEMORY_TARGET_MB = 8 * 1024
+
+
+@dataclass(frozen=True)
+class Counts:
+    """One collection: files per split, mean configs per file per split, mean nodes and
+    configurable nodes per graph (0 for tile)."""
+    files: tuple[int, int, int]
+    configs: tuple[float, float, float]
+    nodes: float
+    config_nodes: float
+
+
+# The real download, from shared/tpugraphs_format.md (section numbers there):
+# - files per split: 1.2 (2nd-place EDA and Bobksl print the same table);
+# - tile configs: 1,042,735 in 676 valid files, 1,543 a file (6.1), taken for every split;
+#   tile nodes: "tens" (6.1), 40 taken;
+# - layout test files hold 1,000 configs (6.4); validation files are not sub-sampled (6.4);
+# - layout:xla: mean 13,894 nodes (9th place, 6.2); configs per file: median 7,572 (1st-place
+#   EDA, 6.2), taken as the mean; configurable nodes: 2,251 in a 40,332-node graph (6.2), the
+#   same 5.6% of 13,894 = 780;
+# - layout:nlp: mean 5,711 nodes (6.3); configurable nodes 56-848 in test graphs (6.3), 600
+#   taken (the dev set's nlp median is 587); configs per file: 71,600 [derived: issue 11's ~30 M
+#   layout train rows less the xla files' 130 x 7,572, over the 405 nlp train files].
+DOWNLOAD = {
+    "tile:xla": Counts((5709, 676, 844), (1543, 1543, 1543), 40, 0),
+    "layout:xla:default": Counts((61, 7, 8), (7572, 7572, 1000), 13894, 780),
+    "layout:xla:random": Counts((69, 7, 8), (7572, 7572, 1000), 13894, 780),
+    "layout:nlp:default": Counts((198, 20, 17), (71600, 71600, 1000), 5711, 600),
+    "layout:nlp:random": Counts((207, 20, 17), (71600, 71600, 1000), 5711, 600),
+}
+
+
+@dataclass(frozen=True)
+class UnitCosts:
+    """Seconds per unit of work on one core, measured by `bench`."""
+    read: float          # per (config x configurable node): decompress, int8, dedup hash
+    featurize: float     # per (featurized config x configurable node)
+    graph: float         # per node of a layout graph: per-graph features and static tables
+    tile_file: float     # per tile file, all of it
+    train: float         # per (row x round x column) of LightGBM LambdaRank
+    predict: float       # per (row x round): a tree's walk does not grow with the columns
+    tile_columns: int
+    layout_columns: int
+    workers: int         # build processes the projection assumes
+
+
+@dataclass(frozen=True)
+class Projection:
+    collection: str
+    build_s: float
+    train_s: float
+    submit_s: float
+    train_rows: int
+    peak_mb: float
+
+    @property
+    def total_s(self) -> float:
+        return self.build_s + self.train_s + self.submit_s
+
+
+def featurized(c: float, selected: float) -> float:
+    """Expected configs featurized in a file of c: the selected rows and the stats sample, two
+    independent uniform draws (their expected union)."""
+    sample = min(c, STAT_CONFIGS)
+    return selected + sample - selected * sample / max(c, 1.0)
+
+
+def _layout_file(u: UnitCosts, n: Counts, c: float, selected: float) -> float:
+    nc = max(n.config_nodes, 1.0)
+    return c * nc * u.read + featurized(c, selected) * nc * u.featurize + n.nodes * u.graph
+
+
+def project(collection: str, n: Counts, u: UnitCosts, cfg: FeatureConfig = FeatureConfig(),
+            rounds: int | None = None) -> Projection:
+    """Time of one collection with default settings; `rounds`: the boosting rounds of the final
+    fit (default: the ranker's n_estimators, an upper bound: early stopping ends sooner)."""
+    kind = "tile" if is_tile(collection) else "layout"
+    params = LAMBDARANK_DEFAULTS[kind]
+    rounds = params.n_estimators if rounds is None else rounds
+    cap = cfg.max_train_configs_tile if kind == "tile" else cfg.max_train_configs_layout
+    keep = {"train": cap, "valid": cfg.max_valid_configs if kind == "layout" else 0, "test": 0}
+    per_split = []
+    rows = {}
+    for split, files, c in zip(SPLIT_NAMES, n.files, n.configs):
+        selected = min(c, keep[split]) if keep[split] else c
+        rows[split] = files * selected
+        per_split.append(files * (u.tile_file if kind == "tile"
+                                  else _layout_file(u, n, c, selected)))
+    columns = u.tile_columns if kind == "tile" else u.layout_columns
+    # The probe fits the unwatched train families for early_stopping rounds past the best and
+    # scores the watched ones every round; the refit fits every train row for the best rounds
+    probe = rounds + params.early_stopping
+    fit_rows = (1 - EARLY_STOP_FRACTION) * rows["train"]
+    train_s = (columns * u.train * (fit_rows * probe + rows["train"] * rounds)
+               + u.predict * (rows["train"] - fit_rows) * probe)
+    predict_s = (rows["valid"] + rows["test"]) * rounds * u.predict
+    # Peak: the train and valid matrices as float32, plus LightGBM's binned copy (a byte each)
+    peak_mb = (rows["train"] + rows["valid"]) * columns * 5 / 2**20
+    return Projection(collection, (per_split[0] + per_split[1]) / u.workers, train_s,
+                      per_split[2] / u.workers + predict_s, int(rows["train"]), peak_mb)
+
+
+def counts_of(npz_root: Path) -> dict[str, Counts]:
+    """The Counts of a TpuGraphs tree, read from array headers only (no decompression)."""
+    out = {}
+    for collection in COLLECTIONS:
+        files, configs, nodes, config_nodes = [], [], [], []
+        for split in SPLIT_NAMES:
+            paths = list_npz(npz_root, collection, split)
+            files.append(len(paths))
+            shapes = [array_shapes(p, ("config_runtime", "node_feat", "node_config_ids"))
+                      for p in paths]
+            configs.append(float(np.mean([s["config_runtime"][0] for s in shapes]))
+                           if shapes else 0.0)
+            nodes += [s["node_feat"][0] for s in shapes]
+            config_nodes += [s.get("node_config_ids", (0,))[0] for s in shapes]
+        if sum(files):
+            out[collection] = Counts(tuple(files), tuple(configs), float(np.mean(nodes)),
+                                     float(np.mean(config_nodes)))
+    return out
+
+
+def format_projection(projections: list[Projection], title: str, judged: bool) -> list[str]:
+    head = (f"{'collection':<20} {'build s':>9} {'train s':>9} {'submit s':>9} "
+            f"{'train rows':>11} {'peak MB':>9}")
+    lines = [title, head, "-" * len(head)]
+    for p in projections:
+        lines.append(f"{p.collection:<20} {p.build_s:>9.0f} {p.train_s:>9.0f} {p.submit_s:>9.0f} "
+                     f"{p.train_rows:>11,} {p.peak_mb:>9.0f}")
+    total = sum(p.total_s for p in projections)
+    peak = max(p.peak_mb for p in projections)
+    line = f"end to end {total / 60:.1f} min, peak {peak:,.0f} MB (largest collection's training)"
+    if judged:
+        line += (f"; {TIME_TARGET_S // 60}-minute target "
+                 f"{'met' if total <= TIME_TARGET_S else 'MISSED'}, {MEMORY_TARGET_MB:,} MB "
+                 f"target {'met' if peak <= MEMORY_TARGET_MB else 'MISSED'}")
+    return lines + [line]

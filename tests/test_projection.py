@@ -1,0 +1,107 @@
+"""The projection of the full download's time (models/projection.py) and its unit costs."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from features import FeatureConfig
+from features import bench as fb
+from features.io import COLLECTIONS, list_npz
+from models import projection as pj
+from models.bench import BenchResult, TRAIN_ROUNDS, unit_costs
+
+ZERO = pj.UnitCosts(read=0.0, featurize=0.0, graph=0.0, tile_file=0.0, train=0.0, predict=0.0,
+                    tile_columns=300, layout_columns=600, workers=2)
+
+
+def test_featurized_is_the_expected_union_of_two_uniform_draws():
+    rng = np.random.default_rng(0)
+    c, selected = 3000, 2000
+    sizes = [np.union1d(rng.choice(c, selected, replace=False),
+                        rng.choice(c, pj.STAT_CONFIGS, replace=False)).size for _ in range(400)]
+    assert pj.featurized(c, selected) == pytest.approx(np.mean(sizes), rel=0.005)
+    assert pj.featurized(800, 800) == 800     # a small file: every config, once
+
+
+def test_layout_build_time_is_counts_times_unit_costs():
+    n = pj.Counts(files=(10, 2, 3), configs=(5000.0, 4000.0, 1000.0), nodes=3000.0,
+                  config_nodes=400.0)
+    p = pj.project("layout:xla:random", n, replace(ZERO, read=1e-9, graph=1e-6))
+    # read: every config of every file; graph: every node of every graph; two workers
+    assert p.build_s == pytest.approx((10 * 5000 + 2 * 4000) * 400e-9 / 2 + 12 * 3000e-6 / 2)
+    assert p.submit_s == pytest.approx(3 * (1000 * 400e-9 + 3000e-6) / 2)
+    assert p.train_rows == 10 * 2000 and p.train_s == 0
+    f = pj.project("layout:xla:random", n, replace(ZERO, featurize=1e-9))
+    rows = 10 * pj.featurized(5000, 2000) + 2 * pj.featurized(4000, 1000)
+    assert f.build_s == pytest.approx(rows * 400e-9 / 2)
+
+
+def test_training_time_grows_with_rows_rounds_and_columns():
+    n = pj.Counts(files=(100, 10, 10), configs=(1500.0,) * 3, nodes=40.0, config_nodes=0.0)
+    u = replace(ZERO, train=1e-9)
+    base = pj.project("tile:xla", n, u, rounds=100)
+    assert base.train_rows == 100 * FeatureConfig().max_train_configs_tile
+    # twice the rounds: the refit twice as long, the probe's fixed early_stopping tail not
+    assert 1.5 * base.train_s < pj.project("tile:xla", n, u, rounds=200).train_s < 2 * base.train_s
+    assert pj.project("tile:xla", n, replace(u, tile_columns=600), rounds=100).train_s == \
+        pytest.approx(2 * base.train_s)
+    assert pj.project("tile:xla", replace(n, files=(200, 10, 10)), u, rounds=100).train_s == \
+        pytest.approx(2 * base.train_s)
+
+
+def test_counts_of_a_tree_match_its_arrays(tiny_npz):
+    counts = pj.counts_of(tiny_npz)
+    assert set(counts) == set(COLLECTIONS)
+    for collection, n in counts.items():
+        configs, nodes, config_nodes = [], [], []
+        for s, split in enumerate(pj.SPLIT_NAMES):
+            files = list_npz(tiny_npz, collection, split)
+            assert n.files[s] == len(files)
+            arrays = [np.load(f) for f in files]
+            assert n.configs[s] == pytest.approx(np.mean([a["config_runtime"].size
+                                                          for a in arrays]))
+            nodes += [a["node_feat"].shape[0] for a in arrays]
+            config_nodes += [a["node_config_ids"].size if "node_config_ids" in a else 0
+                             for a in arrays]
+        assert n.nodes == pytest.approx(np.mean(nodes))
+        assert n.config_nodes == pytest.approx(np.mean(config_nodes))
+
+
+def _bench_result(spec: fb.BenchSpec) -> BenchResult:
+    """Stage times built from chosen unit costs, so unit_costs must recover them."""
+    c, nc = spec.layout_configs, spec.layout_config_nodes
+    read, featurize, graph_s = 2e-9, 5e-9, 0.5
+    done = pj.featurized(c, FeatureConfig().max_train_configs_layout)
+    default = c * nc * read + done * nc * featurize + graph_s
+    every = c * nc * read + c * nc * featurize + graph_s
+    stages = [fb.Stage(name, [fb.Run(t, 100.0)]) for name, t in (
+        ("build layout file, default settings, cold (npz)", default),
+        ("build layout file, all configs, cold (npz)", every),
+        (f"build tile collection ({spec.tile_kernels} kernels, 2 workers)", 10.0))]
+    notes = {"split": {"per_graph": graph_s}, "tile_rows": 1000, "tile_columns": 50,
+             "fit_seconds": 1000 * TRAIN_ROUNDS * 50 * 3e-9,
+             "predict_seconds": 1000 * TRAIN_ROUNDS * 1e-10,
+             "ranking": {"parts": {"columns": 650}}}
+    return BenchResult(spec, fb.Inputs(Path("x"), Path("y"), False),
+                       fb.Conditions(2, 2, (0.0, 0.0, 0.0), {}), (0.0, 0.0, 0.0), stages, notes)
+
+
+def test_unit_costs_recover_the_costs_behind_the_stage_times():
+    spec = fb.BenchSpec()
+    u = unit_costs(_bench_result(spec), workers=2)
+    assert u.read == pytest.approx(2e-9) and u.featurize == pytest.approx(5e-9)
+    assert u.graph == pytest.approx(0.5 / spec.layout_nodes)
+    assert u.tile_file == pytest.approx(10.0 * 2 / spec.tile_kernels)
+    assert u.train == pytest.approx(3e-9) and u.predict == pytest.approx(1e-10)
+    assert (u.tile_columns, u.layout_columns, u.workers) == (50, 650, 2)
+
+
+def test_projection_is_judged_only_at_full_size():
+    p = [pj.Projection("tile:xla", 100.0, 1500.0, 300.0, 10, 9000.0)]
+    judged = "\n".join(pj.format_projection(p, "t", judged=True))
+    assert "31.7 min" in judged and "30-minute target MISSED" in judged
+    assert "8,192 MB target MISSED" in judged
+    assert "target" not in "\n".join(pj.format_projection(p, "t", judged=False))
