@@ -18,24 +18,12 @@ from features.cache import write_atomically
 from features.io import packed_path
 
 from . import projection as pj
-from .lgbm import LAMBDARANK_DEFAULTS, LambdaRank
+from . import train_bench as tb
 from .rank_bench import QUICK_RANK, RankSpec, format_rank_notes, rank_notes
 
 FLOOR_TARGET = 1.5  # full-size build time / the decompression floor
 RSS_MARGIN_MB = 1024  # full-size peak RSS target: 3 x the int8 copy + this
 
-
-TRAIN_ROUNDS = 200   # of the bench's tile training, all of them (nothing to stop early on)
-
-
-def train_predict_stage(entry: Path) -> tuple[float, float, int, int]:
-    """(fit s, predict s, rows scored, columns) of LambdaRank on a tile entry."""
-    data = load_entry(entry)
-    start = time.perf_counter()
-    model = LambdaRank(replace(LAMBDARANK_DEFAULTS["tile"], n_estimators=TRAIN_ROUNDS)).fit(data)
-    mid = time.perf_counter()
-    scores = model.predict(data)
-    return mid - start, time.perf_counter() - mid, int(np.isfinite(scores).sum()), data.X.shape[1]
 
 
 @dataclass(frozen=True)
@@ -131,11 +119,11 @@ def _round(run: fb.Recorder, spec: fb.BenchSpec, inputs: fb.Inputs, work: Path,
                     fb.build_stage, npz_root, "tile:xla", work, workers,
                     items=spec.tile_kernels, unit="files")
     entry, _ = build_entry(npz_root, "tile:xla", "train", fb.ALL_CONFIGS, work, workers=workers)
-    fit_s, predict_s, _, columns = run("train + predict lambdarank (tile)", train_predict_stage,
-                                       entry, items=tile_rows, unit="rows")
+    fits = run(f"train lambdarank (tile): 3 fits of {tb.ROUNDS} rounds, predict", tb.train_stage,
+               entry, items=tile_rows, unit="rows")
     return {"layout_rows": rows, "split": split, "per_config_seconds": per_config,
-            "tile_rows": tile_rows, "fit_seconds": fit_s, "predict_seconds": predict_s,
-            "tile_columns": columns, "int8_mb": c * spec.layout_config_nodes * 18 / 2**20}
+            "tile_rows": tile_rows, "train": fits,
+            "int8_mb": c * spec.layout_config_nodes * 18 / 2**20}
 
 
 def unit_costs(r: BenchResult, workers: int) -> pj.UnitCosts:
@@ -147,15 +135,14 @@ def unit_costs(r: BenchResult, workers: int) -> pj.UnitCosts:
                       for k in ("default settings", "all configs"))
     done = pj.featurized(c, FeatureConfig().max_train_configs_layout)
     featurize = (every - default) / ((c - done) * nc)
-    graph = notes["split"]["per_graph"]
-    read = max(default - done * nc * featurize - graph, 0.0) / (c * nc)
-    row_rounds = notes["tile_rows"] * TRAIN_ROUNDS * notes["tile_columns"]
+    graph, static = notes["split"]["per_graph"], notes["split"]["static"]
+    read = max(default - done * nc * featurize - graph - static, 0.0) / (c * nc)
     tile_build = next(t for name, t in stage.items() if name.startswith("build tile collection"))
+    fit = tb.train_costs(notes["train"])
     return pj.UnitCosts(read=read, featurize=featurize, graph=graph / s.layout_nodes,
-                        tile_file=tile_build * workers / s.tile_kernels,
-                        train=notes["fit_seconds"] / row_rounds,
-                        predict=notes["predict_seconds"] / (notes["tile_rows"] * TRAIN_ROUNDS),
-                        tile_columns=int(notes["tile_columns"]),
+                        static=static / nc, tile_file=tile_build * workers / s.tile_kernels,
+                        train_round=fit.round, train=fit.row, watched=fit.watched,
+                        predict=fit.predict, tile_columns=int(notes["train"]["columns"]),
                         layout_columns=int(notes["ranking"]["parts"]["columns"]), workers=workers)
 
 
@@ -170,8 +157,10 @@ def _projection(r: BenchResult) -> list[str]:
         return []
     return [f"unit costs (one core): read {u.read * 1e9:.1f} ns and featurize "
             f"{u.featurize * 1e9:.1f} ns per (config x configurable node), "
-            f"{u.graph * 1e6:.1f} us per graph node, {u.tile_file * 1e3:.1f} ms per tile file, "
-            f"train {u.train * 1e9:.2f} ns per (row x round x column), predict "
+            f"{u.graph * 1e6:.1f} us per graph node, {u.static * 1e3:.2f} ms per configurable "
+            f"node's static tables, {u.tile_file * 1e3:.1f} ms per tile file; train "
+            f"{u.train_round * 1e3:.1f} ms per round + {u.train * 1e9:.2f} ns per (row x round "
+            f"x column) + {u.watched * 1e9:.0f} ns per watched (row x round), predict "
             f"{u.predict * 1e9:.1f} ns per (row x round); {u.workers} build workers",
             *pj.format_projection([pj.project(c, n, u) for c, n in pj.DOWNLOAD.items()],
                                   "projected for the full download (counts: "
@@ -240,13 +229,15 @@ def _verdicts(r: BenchResult) -> list[str]:
 
 
 def _notes(notes: dict) -> list[str]:
-    sp = notes["split"]
+    sp, tr = notes["split"], notes["train"]
     return ["", "medians over runs:",
             "time split (memory-mapped read): " + ", ".join(
-                f"{k} {sp[k]:.2f}s" for k in ("read", "per_graph", "rows", "per_config")),
+                f"{k} {sp[k]:.2f}s" for k in ("read", "per_graph", "rows", "static",
+                                              "per_config")),
             "per-config cost: " + ", ".join(
                 f"{n:,} configs {t / n * 1e6:.1f} us/config"
                 for n, t in notes["per_config_seconds"].items()),
-            f"train {notes['fit_seconds']:.1f}s + predict {notes['predict_seconds']:.2f}s "
-            f"on {notes['tile_rows']:,.0f} tile rows (fit/predict wall inside the stage)",
+            f"train {tr['all_s']:.1f}s on {tr['rows']:,.0f} tile rows, {tr['small_s']:.1f}s on "
+            f"{tr['small_rows']:,.0f}, {tr['watch_s']:.1f}s on {tr['fit_rows']:,.0f} watching "
+            f"{tr['watched_rows']:,.0f}; predict {tr['predict_s']:.2f}s (wall inside the stage)",
             *(format_rank_notes(notes["ranking"]) if "ranking" in notes else [])]

@@ -29,8 +29,9 @@ MEMORY_TARGET_MB = 8 * 1024
 
 @dataclass(frozen=True)
 class Counts:
-    """One collection: files per split, mean configs per file per split, mean nodes and
-    configurable nodes per graph (0 for tile)."""
+    """One collection: files per split, mean configs per file per split (distinct ones for tile
+    train files, whose rows are deduplicated before the cap), mean nodes and configurable nodes
+    per graph (0 for tile)."""
     files: tuple[int, int, int]
     configs: tuple[float, float, float]
     nodes: float
@@ -39,7 +40,8 @@ class Counts:
 
 # The real download, from shared/tpugraphs_format.md (section numbers there):
 # - files per split: 1.2 (2nd-place EDA and Bobksl print the same table);
-# - tile configs: 1,042,735 in 676 valid files, 1,543 a file (6.1), taken for every split;
+# - tile configs: 1,042,735 in 676 valid files, 1,543 a file (6.1), taken for every split
+#   (how many are distinct is not published: none are taken to repeat, an upper bound);
 #   tile nodes: "tens" (6.1), 40 taken;
 # - layout test files hold 1,000 configs (6.4); validation files are not sub-sampled (6.4);
 # - layout:xla: mean 13,894 nodes (9th place, 6.2); configs per file: median 7,572 (1st-place
@@ -62,9 +64,12 @@ class UnitCosts:
     """Seconds per unit of work on one core, measured by `bench`."""
     read: float          # per (config x configurable node): decompress, int8, dedup hash
     featurize: float     # per (featurized config x configurable node)
-    graph: float         # per node of a layout graph: per-graph features and static tables
+    graph: float         # per node of a layout graph: per-graph features
+    static: float        # per configurable node: its graph-static tables (layout_static)
     tile_file: float     # per tile file, all of it
-    train: float         # per (row x round x column) of LightGBM LambdaRank
+    train_round: float   # per boosting round of LightGBM LambdaRank
+    train: float         # per (row x round x column)
+    watched: float       # per (watched row x round) while early stopping watches
     predict: float       # per (row x round): a tree's walk does not grow with the columns
     tile_columns: int
     layout_columns: int
@@ -94,7 +99,8 @@ def featurized(c: float, selected: float) -> float:
 
 def _layout_file(u: UnitCosts, n: Counts, c: float, selected: float) -> float:
     nc = max(n.config_nodes, 1.0)
-    return c * nc * u.read + featurized(c, selected) * nc * u.featurize + n.nodes * u.graph
+    return (c * nc * u.read + featurized(c, selected) * nc * u.featurize + n.nodes * u.graph
+            + nc * u.static)
 
 
 def project(collection: str, n: Counts, u: UnitCosts, cfg: FeatureConfig = FeatureConfig(),
@@ -118,8 +124,9 @@ def project(collection: str, n: Counts, u: UnitCosts, cfg: FeatureConfig = Featu
     # scores the watched ones every round; the refit fits every train row for the best rounds
     probe = rounds + params.early_stopping
     fit_rows = (1 - EARLY_STOP_FRACTION) * rows["train"]
-    train_s = (columns * u.train * (fit_rows * probe + rows["train"] * rounds)
-               + u.predict * (rows["train"] - fit_rows) * probe)
+    train_s = (probe * (u.train_round + columns * u.train * fit_rows
+                        + u.watched * (rows["train"] - fit_rows))
+               + rounds * (u.train_round + columns * u.train * rows["train"]))
     predict_s = (rows["valid"] + rows["test"]) * rounds * u.predict
     # Peak: the train and valid matrices as float32, plus LightGBM's binned copy (a byte each)
     peak_mb = (rows["train"] + rows["valid"]) * columns * 5 / 2**20
@@ -137,14 +144,23 @@ def counts_of(npz_root: Path) -> dict[str, Counts]:
             files.append(len(paths))
             shapes = [array_shapes(p, ("config_runtime", "node_feat", "node_config_ids"))
                       for p in paths]
-            configs.append(float(np.mean([s["config_runtime"][0] for s in shapes]))
-                           if shapes else 0.0)
+            if is_tile(collection) and split == "train":
+                configs.append(float(np.mean([_distinct_tile_configs(p) for p in paths]))
+                               if paths else 0.0)
+            else:
+                configs.append(float(np.mean([s["config_runtime"][0] for s in shapes]))
+                               if shapes else 0.0)
             nodes += [s["node_feat"][0] for s in shapes]
             config_nodes += [s.get("node_config_ids", (0,))[0] for s in shapes]
         if sum(files):
             out[collection] = Counts(tuple(files), tuple(configs), float(np.mean(nodes)),
                                      float(np.mean(config_nodes)))
     return out
+
+
+def _distinct_tile_configs(path: Path) -> int:
+    with np.load(path) as z:
+        return int(np.unique(z["config_feat"], axis=0).shape[0])
 
 
 def format_projection(projections: list[Projection], title: str, judged: bool) -> list[str]:

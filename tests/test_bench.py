@@ -53,9 +53,12 @@ def test_notes_are_medians_over_rounds():
 def _result(spec, generated=True):
     stages = [_stage("floor: numpy.load", [2.0, 4.0, 2.0], 900.0),
               _stage("build layout file, all configs, cold (npz)", [2.5, 6.8, 2.4], 1500.0)]
-    notes = {"split": {"read": 0.1, "per_graph": 0.2, "rows": 0.3, "per_config": 1.0},
+    notes = {"split": {"read": 0.1, "per_graph": 0.2, "rows": 0.3, "static": 0.1,
+                       "per_config": 1.0},
              "per_config_seconds": {10: 0.001, 100: 0.01}, "int8_mb": 100.0,
-             "fit_seconds": 1.0, "predict_seconds": 0.1, "tile_rows": 10}
+             "train": {"all_s": 1.0, "rows": 10, "small_s": 0.2, "small_rows": 1,
+                       "watch_s": 0.9, "fit_rows": 8, "watched_rows": 2, "predict_s": 0.1},
+             "tile_rows": 10}
     conditions = fb.Conditions(2, 2, (1.5, 0.5, 0.25), {"python": "3.11.7", "numpy": "1.26.4"})
     inputs = fb.Inputs(Path("big.npz"), Path("npz"), generated)
     return BenchResult(spec, inputs, conditions, (2.0, 1.0, 0.5), stages, notes)

@@ -11,10 +11,12 @@ from features import FeatureConfig
 from features import bench as fb
 from features.io import COLLECTIONS, list_npz
 from models import projection as pj
-from models.bench import BenchResult, TRAIN_ROUNDS, unit_costs
+from models import train_bench as tb
+from models.bench import BenchResult, unit_costs
 
-ZERO = pj.UnitCosts(read=0.0, featurize=0.0, graph=0.0, tile_file=0.0, train=0.0, predict=0.0,
-                    tile_columns=300, layout_columns=600, workers=2)
+ZERO = pj.UnitCosts(read=0.0, featurize=0.0, graph=0.0, static=0.0, tile_file=0.0,
+                    train_round=0.0, train=0.0, watched=0.0, predict=0.0, tile_columns=300,
+                    layout_columns=600, workers=2)
 
 
 def test_featurized_is_the_expected_union_of_two_uniform_draws():
@@ -61,8 +63,10 @@ def test_counts_of_a_tree_match_its_arrays(tiny_npz):
             files = list_npz(tiny_npz, collection, split)
             assert n.files[s] == len(files)
             arrays = [np.load(f) for f in files]
-            assert n.configs[s] == pytest.approx(np.mean([a["config_runtime"].size
-                                                          for a in arrays]))
+            per_file = [len({a["config_feat"][i].tobytes() for i in range(len(a["config_feat"]))})
+                        if collection == "tile:xla" and split == "train"
+                        else a["config_runtime"].size for a in arrays]
+            assert n.configs[s] == pytest.approx(np.mean(per_file))
             nodes += [a["node_feat"].shape[0] for a in arrays]
             config_nodes += [a["node_config_ids"].size if "node_config_ids" in a else 0
                              for a in arrays]
@@ -73,17 +77,16 @@ def test_counts_of_a_tree_match_its_arrays(tiny_npz):
 def _bench_result(spec: fb.BenchSpec) -> BenchResult:
     """Stage times built from chosen unit costs, so unit_costs must recover them."""
     c, nc = spec.layout_configs, spec.layout_config_nodes
-    read, featurize, graph_s = 2e-9, 5e-9, 0.5
+    read, featurize, graph_s, static_s = 2e-9, 5e-9, 0.5, 0.8
     done = pj.featurized(c, FeatureConfig().max_train_configs_layout)
-    default = c * nc * read + done * nc * featurize + graph_s
-    every = c * nc * read + c * nc * featurize + graph_s
+    default = c * nc * read + done * nc * featurize + graph_s + static_s
+    every = c * nc * read + c * nc * featurize + graph_s + static_s
     stages = [fb.Stage(name, [fb.Run(t, 100.0)]) for name, t in (
         ("build layout file, default settings, cold (npz)", default),
         ("build layout file, all configs, cold (npz)", every),
         (f"build tile collection ({spec.tile_kernels} kernels, 2 workers)", 10.0))]
-    notes = {"split": {"per_graph": graph_s}, "tile_rows": 1000, "tile_columns": 50,
-             "fit_seconds": 1000 * TRAIN_ROUNDS * 50 * 3e-9,
-             "predict_seconds": 1000 * TRAIN_ROUNDS * 1e-10,
+    notes = {"split": {"per_graph": graph_s, "static": static_s},
+             "train": _fits(per_round=0.01, row=3e-9, watched=2e-7, predict=1e-10),
              "ranking": {"parts": {"columns": 650}}}
     return BenchResult(spec, fb.Inputs(Path("x"), Path("y"), False),
                        fb.Conditions(2, 2, (0.0, 0.0, 0.0), {}), (0.0, 0.0, 0.0), stages, notes)
@@ -94,9 +97,22 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
     u = unit_costs(_bench_result(spec), workers=2)
     assert u.read == pytest.approx(2e-9) and u.featurize == pytest.approx(5e-9)
     assert u.graph == pytest.approx(0.5 / spec.layout_nodes)
+    assert u.static == pytest.approx(0.8 / spec.layout_config_nodes)
     assert u.tile_file == pytest.approx(10.0 * 2 / spec.tile_kernels)
-    assert u.train == pytest.approx(3e-9) and u.predict == pytest.approx(1e-10)
+    assert u.train_round == pytest.approx(0.01) and u.train == pytest.approx(3e-9)
+    assert u.watched == pytest.approx(2e-7) and u.predict == pytest.approx(1e-10)
     assert (u.tile_columns, u.layout_columns, u.workers) == (50, 650, 2)
+
+
+def _fits(per_round, row, watched, predict, cols=50):
+    """train_bench.train_stage's measurements of fits that cost exactly this."""
+    rows, small, fit, watch = 100_000, 10_000, 80_000, 20_000
+
+    def cost(n, w=0):
+        return tb.ROUNDS * (per_round + row * n * cols + watched * w)
+    return {"rows": rows, "small_rows": small, "fit_rows": fit, "watched_rows": watch,
+            "columns": cols, "all_s": cost(rows), "small_s": cost(small),
+            "watch_s": cost(fit, watch), "predict_s": predict * tb.ROUNDS * rows}
 
 
 def test_projection_is_judged_only_at_full_size():
