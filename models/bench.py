@@ -141,7 +141,7 @@ def unit_costs(r: BenchResult, workers: int) -> pj.UnitCosts:
     fit = tb.train_costs(notes["train"])
     return pj.UnitCosts(read=read, featurize=featurize, graph=graph / s.layout_nodes,
                         static=static / nc, tile_file=tile_build * workers / s.tile_kernels,
-                        train_round=fit.round, train=fit.row, watched=fit.watched,
+                        train_round=fit.round, train=fit.row, pair=fit.pair, watched=fit.watched,
                         predict=fit.predict, tile_columns=int(notes["train"]["columns"]),
                         layout_columns=int(notes["ranking"]["parts"]["columns"]), workers=workers)
 
@@ -160,7 +160,9 @@ def _projection(r: BenchResult) -> list[str]:
             f"{u.graph * 1e6:.1f} us per graph node, {u.static * 1e3:.2f} ms per configurable "
             f"node's static tables, {u.tile_file * 1e3:.1f} ms per tile file; train "
             f"{u.train_round * 1e3:.1f} ms per round + {u.train * 1e9:.2f} ns per (row x round "
-            f"x column) + {u.watched * 1e9:.0f} ns per watched (row x round), predict "
+            f"x column) + {u.pair * 1e9:.2f} ns per (row pair x round) + "
+            f"{u.watched * 1e9:.0f} ns per "
+            f"watched (row x round), predict "
             f"{u.predict * 1e9:.1f} ns per (row x round); {u.workers} build workers",
             *pj.format_projection([pj.project(c, n, u) for c, n in pj.DOWNLOAD.items()],
                                   "projected for the full download (counts: "
@@ -237,7 +239,8 @@ def _notes(notes: dict) -> list[str]:
             "per-config cost: " + ", ".join(
                 f"{n:,} configs {t / n * 1e6:.1f} us/config"
                 for n, t in notes["per_config_seconds"].items()),
-            f"train {tr['all_s']:.1f}s on {tr['rows']:,.0f} tile rows, {tr['small_s']:.1f}s on "
+            f"train {tr['all_s']:.1f}s on {tr['rows']:,.0f} tile rows ({tr['whole_s']:.1f}s "
+            f"weighing whole groups), {tr['small_s']:.1f}s on "
             f"{tr['small_rows']:,.0f}, {tr['watch_s']:.1f}s on {tr['fit_rows']:,.0f} watching "
             f"{tr['watched_rows']:,.0f}; predict {tr['predict_s']:.2f}s (wall inside the stage)",
             *(format_rank_notes(notes["ranking"]) if "ranking" in notes else [])]

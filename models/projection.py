@@ -69,6 +69,7 @@ class UnitCosts:
     tile_file: float     # per tile file, all of it
     train_round: float   # per boosting round of LightGBM LambdaRank
     train: float         # per (row x round x column)
+    pair: float          # per (row pair LambdaRank weighs x round)
     watched: float       # per (watched row x round) while early stopping watches
     predict: float       # per (row x round): a tree's walk does not grow with the columns
     tile_columns: int
@@ -124,9 +125,11 @@ def project(collection: str, n: Counts, u: UnitCosts, cfg: FeatureConfig = Featu
     # scores the watched ones every round; the refit fits every train row for the best rounds
     probe = rounds + params.early_stopping
     fit_rows = (1 - EARLY_STOP_FRACTION) * rows["train"]
-    train_s = (probe * (u.train_round + columns * u.train * fit_rows
+    group = min(n.configs[0], keep["train"] or n.configs[0], params.max_group_size)
+    per_row = columns * u.train + min(group, params.truncation_level) * u.pair
+    train_s = (probe * (u.train_round + per_row * fit_rows
                         + u.watched * (rows["train"] - fit_rows))
-               + rounds * (u.train_round + columns * u.train * rows["train"]))
+               + rounds * (u.train_round + per_row * rows["train"]))
     predict_s = (rows["valid"] + rows["test"]) * rounds * u.predict
     # Peak: the train and valid matrices as float32, plus LightGBM's binned copy (a byte each)
     peak_mb = (rows["train"] + rows["valid"]) * columns * 5 / 2**20

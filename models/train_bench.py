@@ -1,10 +1,11 @@
 """The `bench` stage that prices LightGBM LambdaRank training for the projection.
 
-A fit costs, per round, a fixed part (trees, gradients per query group) plus a part per row and
-column, and while early stopping watches held-out graphs, a part per watched row (their
-prediction and the Kendall metric in Python). Three fits of the same rounds separate them: all
-train graphs, a tenth of them, and the unwatched graphs watching the rest, as `train`'s probe
-does (models/selection.py).
+A fit costs, per round, a fixed part, a part per row and column (histograms), a part per pair
+of rows LambdaRank weighs (each row against up to truncation_level others of its group: 20 for
+tile, the whole 500-row sub-group for layout), and while early stopping watches held-out graphs,
+a part per watched row (their prediction and the metric in Python). Four fits of the same rounds
+separate them: all train graphs; all of them weighing whole groups; a tenth of them; and the
+unwatched graphs watching the rest, as `train`'s probe does (models/selection.py).
 """
 from __future__ import annotations
 
@@ -28,19 +29,27 @@ class TrainCosts:
     (predicted row x round)."""
     round: float
     row: float
+    pair: float
     watched: float
     predict: float
 
 
-def _fit(data, watch=None) -> tuple[float, LambdaRank]:
-    params = replace(LAMBDARANK_DEFAULTS["tile"], n_estimators=ROUNDS, early_stopping=ROUNDS + 1)
+def pairs(group_sizes: np.ndarray, truncation: int) -> int:
+    """Row pairs LambdaRank weighs per round: each row against min(group, truncation) rows."""
+    n = np.asarray(group_sizes, np.int64)
+    return int((n * np.minimum(n, truncation)).sum())
+
+
+def _fit(data, watch=None, **change) -> tuple[float, LambdaRank]:
+    params = replace(LAMBDARANK_DEFAULTS["tile"], n_estimators=ROUNDS, early_stopping=ROUNDS + 1,
+                     **change)
     start = time.perf_counter()
     model = LambdaRank(params).fit(data, watch)
     return time.perf_counter() - start, model
 
 
 def train_stage(entry: Path) -> dict:
-    """Runs in a bench child: the three fits and one prediction on a tile entry."""
+    """Runs in a bench child: the four fits and one prediction on a tile entry."""
     data = load_entry(entry)
     fit_idx, watch_idx = early_stop_split(data, 0)
     small = data.take_graphs(np.arange(0, data.n_graphs, 10))
@@ -48,20 +57,28 @@ def train_stage(entry: Path) -> dict:
     start = time.perf_counter()
     model.predict(data)
     t_predict = time.perf_counter() - start
+    whole = int(data.group_sizes.max(initial=1))
+    t_whole, _ = _fit(data, truncation_level=whole)
     t_small, _ = _fit(small)
     t_watch, _ = _fit(data.take_graphs(fit_idx), data.take_graphs(watch_idx))
+    trunc = LAMBDARANK_DEFAULTS["tile"].truncation_level
+    sizes = data.group_sizes
     return {"rows": data.X.shape[0], "small_rows": small.X.shape[0],
-            "fit_rows": int(data.group_sizes[fit_idx].sum()),
-            "watched_rows": int(data.group_sizes[watch_idx].sum()),
-            "columns": data.X.shape[1], "all_s": t_all, "small_s": t_small, "watch_s": t_watch,
-            "predict_s": t_predict}
+            "fit_rows": int(sizes[fit_idx].sum()), "watched_rows": int(sizes[watch_idx].sum()),
+            "pairs": pairs(sizes, trunc), "whole_pairs": pairs(sizes, whole),
+            "small_pairs": pairs(small.group_sizes, trunc),
+            "fit_pairs": pairs(sizes[fit_idx], trunc),
+            "columns": data.X.shape[1], "all_s": t_all, "whole_s": t_whole, "small_s": t_small,
+            "watch_s": t_watch, "predict_s": t_predict}
 
 
 def train_costs(m: dict) -> TrainCosts:
     """The unit costs that explain the three fits (each part at least zero)."""
     cols = m["columns"]
-    row = max(m["all_s"] - m["small_s"], 0.0) / (ROUNDS * cols * (m["rows"] - m["small_rows"]))
-    per_round = max(m["all_s"] / ROUNDS - row * m["rows"] * cols, 0.0)
-    plain_watch = ROUNDS * (per_round + row * m["fit_rows"] * cols)
+    pair = max(m["whole_s"] - m["all_s"], 0.0) / (ROUNDS * max(m["whole_pairs"] - m["pairs"], 1))
+    row = max((m["all_s"] - m["small_s"]) / ROUNDS - pair * (m["pairs"] - m["small_pairs"]),
+              0.0) / (cols * (m["rows"] - m["small_rows"]))
+    per_round = max(m["all_s"] / ROUNDS - row * m["rows"] * cols - pair * m["pairs"], 0.0)
+    plain_watch = ROUNDS * (per_round + row * m["fit_rows"] * cols + pair * m["fit_pairs"])
     watched = max(m["watch_s"] - plain_watch, 0.0) / (ROUNDS * max(m["watched_rows"], 1))
-    return TrainCosts(per_round, row, watched, m["predict_s"] / (ROUNDS * m["rows"]))
+    return TrainCosts(per_round, row, pair, watched, m["predict_s"] / (ROUNDS * m["rows"]))

@@ -15,8 +15,8 @@ from models import train_bench as tb
 from models.bench import BenchResult, unit_costs
 
 ZERO = pj.UnitCosts(read=0.0, featurize=0.0, graph=0.0, static=0.0, tile_file=0.0,
-                    train_round=0.0, train=0.0, watched=0.0, predict=0.0, tile_columns=300,
-                    layout_columns=600, workers=2)
+                    train_round=0.0, train=0.0, pair=0.0, watched=0.0, predict=0.0,
+                    tile_columns=300, layout_columns=600, workers=2)
 
 
 def test_featurized_is_the_expected_union_of_two_uniform_draws():
@@ -86,7 +86,7 @@ def _bench_result(spec: fb.BenchSpec) -> BenchResult:
         ("build layout file, all configs, cold (npz)", every),
         (f"build tile collection ({spec.tile_kernels} kernels, 2 workers)", 10.0))]
     notes = {"split": {"per_graph": graph_s, "static": static_s},
-             "train": _fits(per_round=0.01, row=3e-9, watched=2e-7, predict=1e-10),
+             "train": _fits(per_round=0.01, row=3e-9, pair=4e-10, watched=2e-7, predict=1e-10),
              "ranking": {"parts": {"columns": 650}}}
     return BenchResult(spec, fb.Inputs(Path("x"), Path("y"), False),
                        fb.Conditions(2, 2, (0.0, 0.0, 0.0), {}), (0.0, 0.0, 0.0), stages, notes)
@@ -100,19 +100,31 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
     assert u.static == pytest.approx(0.8 / spec.layout_config_nodes)
     assert u.tile_file == pytest.approx(10.0 * 2 / spec.tile_kernels)
     assert u.train_round == pytest.approx(0.01) and u.train == pytest.approx(3e-9)
+    assert u.pair == pytest.approx(4e-10)
     assert u.watched == pytest.approx(2e-7) and u.predict == pytest.approx(1e-10)
     assert (u.tile_columns, u.layout_columns, u.workers) == (50, 650, 2)
 
 
-def _fits(per_round, row, watched, predict, cols=50):
-    """train_bench.train_stage's measurements of fits that cost exactly this."""
-    rows, small, fit, watch = 100_000, 10_000, 80_000, 20_000
+def _fits(per_round, row, pair, watched, predict, cols=50):
+    """train_bench.train_stage's measurements of fits that cost exactly this: 400 graphs of
+    250 rows, every tenth in the small fit, the first 320 fitted while the rest are watched."""
+    sizes = np.full(400, 250)
+    counts = {"rows": 100_000, "small_rows": 10_000, "fit_rows": 80_000, "watched_rows": 20_000,
+              "pairs": tb.pairs(sizes, 20), "whole_pairs": tb.pairs(sizes, 250),
+              "small_pairs": tb.pairs(sizes[::10], 20), "fit_pairs": tb.pairs(sizes[:320], 20)}
 
-    def cost(n, w=0):
-        return tb.ROUNDS * (per_round + row * n * cols + watched * w)
-    return {"rows": rows, "small_rows": small, "fit_rows": fit, "watched_rows": watch,
-            "columns": cols, "all_s": cost(rows), "small_s": cost(small),
-            "watch_s": cost(fit, watch), "predict_s": predict * tb.ROUNDS * rows}
+    def cost(n, p, w=0):
+        return tb.ROUNDS * (per_round + row * n * cols + pair * p + watched * w)
+    return {**counts, "columns": cols, "all_s": cost(100_000, counts["pairs"]),
+            "whole_s": cost(100_000, counts["whole_pairs"]),
+            "small_s": cost(10_000, counts["small_pairs"]),
+            "watch_s": cost(80_000, counts["fit_pairs"], 20_000),
+            "predict_s": predict * tb.ROUNDS * 100_000}
+
+
+def test_pairs_are_each_row_against_its_group_up_to_the_truncation():
+    assert tb.pairs(np.array([3, 30]), 20) == 3 * 3 + 30 * 20
+    assert tb.pairs(np.array([3, 30]), 1000) == 9 + 900
 
 
 def test_projection_is_judged_only_at_full_size():
