@@ -15,7 +15,7 @@ import platform
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 
@@ -165,12 +165,14 @@ class Inputs:
     layout_file: Path
     npz_root: Path  # holds the layout file and the tile collection
     generated: bool  # False: everything was already there from an earlier run
+    one_file_root: Path | None = None  # a tree of one tile file: what an entry costs by itself
 
 
 def ensure_inputs(root: Path, spec: BenchSpec) -> Inputs:
     big, made_layout = ensure_layout_file(root, spec)
     npz_root, made_tile = ensure_tile_collection(root, spec)
-    return Inputs(big, npz_root, made_layout or made_tile)
+    one, made_one = ensure_tile_collection(root / "one_file", replace(spec, tile_kernels=1))
+    return Inputs(big, npz_root, made_layout or made_tile or made_one, one)
 
 
 def ensure_layout_file(root: Path, spec: BenchSpec) -> tuple[Path, bool]:

@@ -21,6 +21,7 @@ from . import projection as pj
 from . import train_bench as tb
 from .rank_bench import QUICK_RANK, RankSpec, format_rank_notes, rank_notes
 
+ONE_FILE_ENTRY = "build an entry of one tile file ({workers} workers)"
 FLOOR_TARGET = 1.5  # full-size build time / the decompression floor
 RSS_MARGIN_MB = 1024  # full-size peak RSS target: 3 x the int8 copy + this
 
@@ -119,10 +120,16 @@ def _round(run: fb.Recorder, spec: fb.BenchSpec, inputs: fb.Inputs, work: Path,
                     fb.build_stage, npz_root, "tile:xla", work, workers,
                     items=spec.tile_kernels, unit="files")
     entry, _ = build_entry(npz_root, "tile:xla", "train", fb.ALL_CONFIGS, work, workers=workers)
-    fits = run(f"train lambdarank (tile): 3 fits of {tb.ROUNDS} rounds, predict", tb.train_stage,
+    fits = run(f"train lambdarank (tile): 4 fits of {tb.ROUNDS} rounds, predict", tb.train_stage,
                entry, items=tile_rows, unit="rows")
+    layout_entry, _ = build_entry(npz_root, "layout:xla:random", "train", fb.ALL_CONFIGS, work)
+    layout_fit = run(f"train lambdarank (layout): {', '.join(f'{n:,}' for n in tb.LAYOUT_ROWS)} "
+                     f"rows, {tb.LAYOUT_ROUNDS} rounds", tb.layout_stage, layout_entry,
+                     items=sum(tb.LAYOUT_ROWS), unit="rows")
+    run(ONE_FILE_ENTRY.format(workers=workers), fb.build_stage, inputs.one_file_root, "tile:xla",
+        work, workers)
     return {"layout_rows": rows, "split": split, "per_config_seconds": per_config,
-            "tile_rows": tile_rows, "train": fits,
+            "tile_rows": tile_rows, "train": fits, "layout_train": layout_fit,
             "int8_mb": c * spec.layout_config_nodes * 18 / 2**20}
 
 
@@ -134,14 +141,16 @@ def unit_costs(r: BenchResult, workers: int) -> pj.UnitCosts:
     default, every = (stage[f"build layout file, {k}, cold (npz)"]
                       for k in ("default settings", "all configs"))
     done = pj.featurized(c, FeatureConfig().max_train_configs_layout)
-    featurize = (every - default) / ((c - done) * nc)
+    featurize = max(every - default, 0.0) / ((c - done) * nc)
     graph, static = notes["split"]["per_graph"], notes["split"]["static"]
     read = max(default - done * nc * featurize - graph - static, 0.0) / (c * nc)
     tile_build = next(t for name, t in stage.items() if name.startswith("build tile collection"))
     fit = tb.train_costs(notes["train"])
+    entry = stage.get(ONE_FILE_ENTRY.format(workers=workers), 0.0)
     return pj.UnitCosts(read=read, featurize=featurize, graph=graph / s.layout_nodes,
                         static=static / nc, tile_file=tile_build * workers / s.tile_kernels,
-                        train_round=fit.round, train=fit.row, pair=fit.pair, watched=fit.watched,
+                        entry=entry, train_round=fit.round, train=fit.row, pair=fit.pair,
+                        layout_row=tb.layout_row_cost(notes["layout_train"]), watched=fit.watched,
                         predict=fit.predict, tile_columns=int(notes["train"]["columns"]),
                         layout_columns=int(notes["ranking"]["parts"]["columns"]), workers=workers)
 

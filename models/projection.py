@@ -67,9 +67,11 @@ class UnitCosts:
     graph: float         # per node of a layout graph: per-graph features
     static: float        # per configurable node: its graph-static tables (layout_static)
     tile_file: float     # per tile file, all of it
+    entry: float         # per entry (collection x split): its worker pool, listing, assembly
     train_round: float   # per boosting round of LightGBM LambdaRank
     train: float         # per (row x round x column)
-    pair: float          # per (row pair LambdaRank weighs x round)
+    pair: float          # per (row pair LambdaRank weighs x round), tile
+    layout_row: float    # per (layout row x round), layout defaults, measured on layout rows
     watched: float       # per (watched row x round) while early stopping watches
     predict: float       # per (row x round): a tree's walk does not grow with the columns
     tile_columns: int
@@ -126,15 +128,17 @@ def project(collection: str, n: Counts, u: UnitCosts, cfg: FeatureConfig = Featu
     probe = rounds + params.early_stopping
     fit_rows = (1 - EARLY_STOP_FRACTION) * rows["train"]
     group = min(n.configs[0], keep["train"] or n.configs[0], params.max_group_size)
-    per_row = columns * u.train + min(group, params.truncation_level) * u.pair
+    per_row = (columns * u.train + min(group, params.truncation_level) * u.pair if kind == "tile"
+               else u.layout_row)
     train_s = (probe * (u.train_round + per_row * fit_rows
                         + u.watched * (rows["train"] - fit_rows))
                + rounds * (u.train_round + per_row * rows["train"]))
     predict_s = (rows["valid"] + rows["test"]) * rounds * u.predict
     # Peak: the train and valid matrices as float32, plus LightGBM's binned copy (a byte each)
     peak_mb = (rows["train"] + rows["valid"]) * columns * 5 / 2**20
-    return Projection(collection, (per_split[0] + per_split[1]) / u.workers, train_s,
-                      per_split[2] / u.workers + predict_s, int(rows["train"]), peak_mb)
+    build = [p / u.workers + (u.entry if files else 0.0) for p, files in zip(per_split, n.files)]
+    return Projection(collection, build[0] + build[1], train_s, build[2] + predict_s,
+                      int(rows["train"]), peak_mb)
 
 
 def counts_of(npz_root: Path) -> dict[str, Counts]:

@@ -82,3 +82,38 @@ def train_costs(m: dict) -> TrainCosts:
     plain_watch = ROUNDS * (per_round + row * m["fit_rows"] * cols + pair * m["fit_pairs"])
     watched = max(m["watch_s"] - plain_watch, 0.0) / (ROUNDS * max(m["watched_rows"], 1))
     return TrainCosts(per_round, row, pair, watched, m["predict_s"] / (ROUNDS * m["rows"]))
+
+
+LAYOUT_ROUNDS = 50
+LAYOUT_ROWS = (10_000, 30_000)
+
+
+def layout_stage(entry: Path) -> dict:
+    """Runs in a bench child: LambdaRank with the layout defaults (whole 500-row sub-groups, 64
+    grades) on the first 10,000 and 30,000 rows of a one-graph layout entry, LAYOUT_ROUNDS rounds
+    each: what a layout row costs per round."""
+    data = load_entry(entry)
+    params = replace(LAMBDARANK_DEFAULTS["layout"], n_estimators=LAYOUT_ROUNDS)
+    seconds = []
+    for n in LAYOUT_ROWS:
+        part = _first_rows(data, n)
+        start = time.perf_counter()
+        LambdaRank(params).fit(part)
+        seconds.append(time.perf_counter() - start)
+    return {"rows": [min(n, data.X.shape[0]) for n in LAYOUT_ROWS], "seconds": seconds}
+
+
+def _first_rows(data, n: int):
+    """The first n rows of a one-graph FeatureSet, as one graph."""
+    n = min(n, data.X.shape[0])
+    return replace(data, X=data.X[:n], runtime=data.runtime[:n], config_idx=data.config_idx[:n],
+                   dup_count=data.dup_count[:n], ptr=np.array([0, n], np.int64),
+                   graph_ids=data.graph_ids[:1])
+
+
+def layout_row_cost(m: dict) -> float:
+    """Seconds per (layout row x round), from the two fits' difference."""
+    (r1, r2), (t1, t2) = m["rows"], m["seconds"]
+    if r2 <= r1:   # a file too small for two sizes (bench --quick): the average, fixed part in
+        return t2 / (LAYOUT_ROUNDS * max(r2, 1))
+    return max(t2 - t1, 0.0) / (LAYOUT_ROUNDS * (r2 - r1))

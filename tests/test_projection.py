@@ -15,7 +15,8 @@ from models import train_bench as tb
 from models.bench import BenchResult, unit_costs
 
 ZERO = pj.UnitCosts(read=0.0, featurize=0.0, graph=0.0, static=0.0, tile_file=0.0,
-                    train_round=0.0, train=0.0, pair=0.0, watched=0.0, predict=0.0,
+                    entry=0.0, train_round=0.0, train=0.0, pair=0.0, layout_row=0.0,
+                    watched=0.0, predict=0.0,
                     tile_columns=300, layout_columns=600, workers=2)
 
 
@@ -36,6 +37,8 @@ def test_layout_build_time_is_counts_times_unit_costs():
     assert p.build_s == pytest.approx((10 * 5000 + 2 * 4000) * 400e-9 / 2 + 12 * 3000e-6 / 2)
     assert p.submit_s == pytest.approx(3 * (1000 * 400e-9 + 3000e-6) / 2)
     assert p.train_rows == 10 * 2000 and p.train_s == 0
+    e = pj.project("layout:xla:random", n, replace(ZERO, entry=2.0))   # one per split
+    assert (e.build_s, e.submit_s) == (4.0, 2.0)
     f = pj.project("layout:xla:random", n, replace(ZERO, featurize=1e-9))
     rows = 10 * pj.featurized(5000, 2000) + 2 * pj.featurized(4000, 1000)
     assert f.build_s == pytest.approx(rows * 400e-9 / 2)
@@ -84,9 +87,11 @@ def _bench_result(spec: fb.BenchSpec) -> BenchResult:
     stages = [fb.Stage(name, [fb.Run(t, 100.0)]) for name, t in (
         ("build layout file, default settings, cold (npz)", default),
         ("build layout file, all configs, cold (npz)", every),
-        (f"build tile collection ({spec.tile_kernels} kernels, 2 workers)", 10.0))]
+        (f"build tile collection ({spec.tile_kernels} kernels, 2 workers)", 10.0),
+        ("build an entry of one tile file (2 workers)", 1.5))]
     notes = {"split": {"per_graph": graph_s, "static": static_s},
              "train": _fits(per_round=0.01, row=3e-9, pair=4e-10, watched=2e-7, predict=1e-10),
+             "layout_train": {"rows": [10_000, 30_000], "seconds": [1.0, 1.0 + 20_000 * 50 * 4e-6]},
              "ranking": {"parts": {"columns": 650}}}
     return BenchResult(spec, fb.Inputs(Path("x"), Path("y"), False),
                        fb.Conditions(2, 2, (0.0, 0.0, 0.0), {}), (0.0, 0.0, 0.0), stages, notes)
@@ -100,7 +105,8 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
     assert u.static == pytest.approx(0.8 / spec.layout_config_nodes)
     assert u.tile_file == pytest.approx(10.0 * 2 / spec.tile_kernels)
     assert u.train_round == pytest.approx(0.01) and u.train == pytest.approx(3e-9)
-    assert u.pair == pytest.approx(4e-10)
+    assert u.pair == pytest.approx(4e-10) and u.layout_row == pytest.approx(4e-6)
+    assert u.entry == pytest.approx(1.5)
     assert u.watched == pytest.approx(2e-7) and u.predict == pytest.approx(1e-10)
     assert (u.tile_columns, u.layout_columns, u.workers) == (50, 650, 2)
 
