@@ -250,8 +250,8 @@ def layout_full(g: Graph, rows: np.ndarray, *, chunk: int, seed: int = 0, static
     sample_codes = config_codes(g, sample)
     table = value_counts(sample_codes)
     wanted = np.union1d(rows, sample)
-    # Every selected row is in the sample (a file of at most STAT_CONFIGS configs, as each
-    # ranking call is): its codes are known
+    # Every selected row is in the sample (a file of at most STAT_CONFIGS configs, as a ranking
+    # call of up to that many candidates is): its codes are known
     known = wanted.size == sample.size
     parts = []
     starts = range(0, wanted.size, chunk)

@@ -5,13 +5,10 @@ import json
 import os
 import shutil
 import statistics
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-import numpy as np
-
-from features import FeatureConfig, build_entry, load_entry
+from features import FeatureConfig, build_entry
 from features import bench as fb
 from features.candidates import read_candidates
 from features.cache import write_atomically
@@ -24,7 +21,6 @@ from .rank_bench import QUICK_RANK, RankSpec, format_rank_notes, rank_notes
 ONE_FILE_ENTRY = "build an entry of one tile file ({workers} workers)"
 FLOOR_TARGET = 1.5  # full-size build time / the decompression floor
 RSS_MARGIN_MB = 1024  # full-size peak RSS target: 3 x the int8 copy + this
-
 
 
 @dataclass(frozen=True)
@@ -75,7 +71,7 @@ def run_bench(cache_root: Path, spec: fb.BenchSpec, *, workers: int = 2, repeat:
 def _record(r: BenchResult) -> dict:
     """bench.json: how the figures were made and what they were, for `projection_for`."""
     return {"spec": asdict(r.spec), "conditions": asdict(r.conditions), "load_after": r.load_after,
-            "inputs_generated": r.inputs.generated, "units": asdict(r.units),
+            "inputs_generated": r.inputs.generated, "units": asdict(r.units), "notes": r.notes,
             "stages": {s.name: {"median_s": s.seconds, "runs_s": [x.seconds for x in s.runs],
                                 "peak_rss_mb": s.peak_rss_mb} for s in r.stages}}
 
@@ -167,9 +163,11 @@ def _projection(r: BenchResult) -> list[str]:
     return [f"unit costs (one core): read {u.read * 1e9:.1f} ns and featurize "
             f"{u.featurize * 1e9:.1f} ns per (config x configurable node), "
             f"{u.graph * 1e6:.1f} us per graph node, {u.static * 1e3:.2f} ms per configurable "
-            f"node's static tables, {u.tile_file * 1e3:.1f} ms per tile file; train "
+            f"node's static tables, {u.tile_file * 1e3:.1f} ms per tile file, {u.entry:.2f} s "
+            f"per entry; train "
             f"{u.train_round * 1e3:.1f} ms per round + {u.train * 1e9:.2f} ns per (row x round "
             f"x column) + {u.pair * 1e9:.2f} ns per (row pair x round) + "
+            f"{u.layout_row * 1e6:.2f} us per layout (row x round) + "
             f"{u.watched * 1e9:.0f} ns per "
             f"watched (row x round), predict "
             f"{u.predict * 1e9:.1f} ns per (row x round); {u.workers} build workers",

@@ -67,7 +67,7 @@ class UnitCosts:
     graph: float         # per node of a layout graph: per-graph features
     static: float        # per configurable node: its graph-static tables (layout_static)
     tile_file: float     # per tile file, all of it
-    entry: float         # per entry (collection x split): its worker pool, listing, assembly
+    entry: float         # per entry (collection x split): listing, assembly, metadata
     train_round: float   # per boosting round of LightGBM LambdaRank
     train: float         # per (row x round x column)
     pair: float          # per (row pair LambdaRank weighs x round), tile
@@ -125,15 +125,16 @@ def project(collection: str, n: Counts, u: UnitCosts, cfg: FeatureConfig = Featu
     columns = u.tile_columns if kind == "tile" else u.layout_columns
     # The probe fits the unwatched train families for early_stopping rounds past the best and
     # scores the watched ones every round; the refit fits every train row for the best rounds
-    probe = rounds + params.early_stopping
+    probe = min(rounds + params.early_stopping, params.n_estimators)
     fit_rows = (1 - EARLY_STOP_FRACTION) * rows["train"]
     group = min(n.configs[0], keep["train"] or n.configs[0], params.max_group_size)
     per_row = (columns * u.train + min(group, params.truncation_level) * u.pair if kind == "tile"
                else u.layout_row)
     train_s = (probe * (u.train_round + per_row * fit_rows
                         + u.watched * (rows["train"] - fit_rows))
-               + rounds * (u.train_round + per_row * rows["train"]))
-    predict_s = (rows["valid"] + rows["test"]) * rounds * u.predict
+               + rounds * (u.train_round + per_row * rows["train"])
+               + rows["valid"] * rounds * u.predict)     # train scores the valid rows
+    predict_s = rows["test"] * rounds * u.predict
     # Peak: the train and valid matrices as float32, plus LightGBM's binned copy (a byte each)
     peak_mb = (rows["train"] + rows["valid"]) * columns * 5 / 2**20
     build = [p / u.workers + (u.entry if files else 0.0) for p, files in zip(per_split, n.files)]
@@ -142,7 +143,8 @@ def project(collection: str, n: Counts, u: UnitCosts, cfg: FeatureConfig = Featu
 
 
 def counts_of(npz_root: Path) -> dict[str, Counts]:
-    """The Counts of a TpuGraphs tree, read from array headers only (no decompression)."""
+    """The Counts of a TpuGraphs tree, from array headers, except tile train files, whose
+    config_feat is read to count distinct configs."""
     out = {}
     for collection in COLLECTIONS:
         files, configs, nodes, config_nodes = [], [], [], []

@@ -17,6 +17,7 @@ import numpy as np
 
 from features import load_entry
 
+from .base import split_groups
 from .lgbm import LAMBDARANK_DEFAULTS, LambdaRank
 from .selection import early_stop_split
 
@@ -25,8 +26,8 @@ ROUNDS = 200   # every fit runs all of them: early stopping is set beyond the la
 
 @dataclass(frozen=True)
 class TrainCosts:
-    """Seconds per round, per (row x round x column), per (watched row x round), per
-    (predicted row x round)."""
+    """Seconds per round, per (row x round x column), per (row pair x round), per (watched row x
+    round), per (predicted row x round)."""
     round: float
     row: float
     pair: float
@@ -35,8 +36,10 @@ class TrainCosts:
 
 
 def pairs(group_sizes: np.ndarray, truncation: int) -> int:
-    """Row pairs LambdaRank weighs per round: each row against min(group, truncation) rows."""
-    n = np.asarray(group_sizes, np.int64)
+    """Row pairs LambdaRank weighs per round: each row against min(group, truncation) rows of
+    its group, after groups above max_group_size are split as training splits them."""
+    ptr = np.concatenate([[0], np.cumsum(group_sizes, dtype=np.int64)])
+    n = split_groups(ptr, LAMBDARANK_DEFAULTS["tile"].max_group_size, np.random.default_rng(0))[1]
     return int((n * np.minimum(n, truncation)).sum())
 
 
@@ -57,7 +60,7 @@ def train_stage(entry: Path) -> dict:
     start = time.perf_counter()
     model.predict(data)
     t_predict = time.perf_counter() - start
-    whole = int(data.group_sizes.max(initial=1))
+    whole = LAMBDARANK_DEFAULTS["tile"].max_group_size   # no sub-group is larger
     t_whole, _ = _fit(data, truncation_level=whole)
     t_small, _ = _fit(small)
     t_watch, _ = _fit(data.take_graphs(fit_idx), data.take_graphs(watch_idx))
@@ -73,7 +76,7 @@ def train_stage(entry: Path) -> dict:
 
 
 def train_costs(m: dict) -> TrainCosts:
-    """The unit costs that explain the three fits (each part at least zero)."""
+    """The unit costs that explain the four fits (each part at least zero)."""
     cols = m["columns"]
     pair = max(m["whole_s"] - m["all_s"], 0.0) / (ROUNDS * max(m["whole_pairs"] - m["pairs"], 1))
     row = max((m["all_s"] - m["small_s"]) / ROUNDS - pair * (m["pairs"] - m["small_pairs"]),
@@ -94,13 +97,13 @@ def layout_stage(entry: Path) -> dict:
     each: what a layout row costs per round."""
     data = load_entry(entry)
     params = replace(LAMBDARANK_DEFAULTS["layout"], n_estimators=LAYOUT_ROUNDS)
-    seconds = []
-    for n in LAYOUT_ROWS:
+    out = {}
+    for key, n in zip(("small", "large"), LAYOUT_ROWS):
         part = _first_rows(data, n)
         start = time.perf_counter()
         LambdaRank(params).fit(part)
-        seconds.append(time.perf_counter() - start)
-    return {"rows": [min(n, data.X.shape[0]) for n in LAYOUT_ROWS], "seconds": seconds}
+        out[f"{key}_s"], out[f"{key}_rows"] = time.perf_counter() - start, part.X.shape[0]
+    return out
 
 
 def _first_rows(data, n: int):
@@ -113,7 +116,7 @@ def _first_rows(data, n: int):
 
 def layout_row_cost(m: dict) -> float:
     """Seconds per (layout row x round), from the two fits' difference."""
-    (r1, r2), (t1, t2) = m["rows"], m["seconds"]
+    r1, r2, t1, t2 = m["small_rows"], m["large_rows"], m["small_s"], m["large_s"]
     if r2 <= r1:   # a file too small for two sizes (bench --quick): the average, fixed part in
         return t2 / (LAYOUT_ROUNDS * max(r2, 1))
     return max(t2 - t1, 0.0) / (LAYOUT_ROUNDS * (r2 - r1))

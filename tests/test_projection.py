@@ -91,7 +91,8 @@ def _bench_result(spec: fb.BenchSpec) -> BenchResult:
         ("build an entry of one tile file (2 workers)", 1.5))]
     notes = {"split": {"per_graph": graph_s, "static": static_s},
              "train": _fits(per_round=0.01, row=3e-9, pair=4e-10, watched=2e-7, predict=1e-10),
-             "layout_train": {"rows": [10_000, 30_000], "seconds": [1.0, 1.0 + 20_000 * 50 * 4e-6]},
+             "layout_train": {"small_rows": 10_000, "large_rows": 30_000, "small_s": 1.0,
+                              "large_s": 1.0 + 20_000 * tb.LAYOUT_ROUNDS * 4e-6},
              "ranking": {"parts": {"columns": 650}}}
     return BenchResult(spec, fb.Inputs(Path("x"), Path("y"), False),
                        fb.Conditions(2, 2, (0.0, 0.0, 0.0), {}), (0.0, 0.0, 0.0), stages, notes)
@@ -131,6 +132,8 @@ def _fits(per_round, row, pair, watched, predict, cols=50):
 def test_pairs_are_each_row_against_its_group_up_to_the_truncation():
     assert tb.pairs(np.array([3, 30]), 20) == 3 * 3 + 30 * 20
     assert tb.pairs(np.array([3, 30]), 1000) == 9 + 900
+    # a 1,200-row group trains as three sub-groups of 400 (max_group_size 500)
+    assert tb.pairs(np.array([1200]), 1000) == 3 * 400 * 400
 
 
 def test_projection_is_judged_only_at_full_size():
