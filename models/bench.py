@@ -142,7 +142,7 @@ def unit_costs(r: BenchResult, workers: int) -> pj.UnitCosts:
     read = max(default - done * nc * featurize - graph - static, 0.0) / (c * nc)
     tile_build = next(t for name, t in stage.items() if name.startswith("build tile collection"))
     fit = tb.train_costs(notes["train"])
-    entry = stage.get(ONE_FILE_ENTRY.format(workers=workers), 0.0)
+    entry = stage[ONE_FILE_ENTRY.format(workers=workers)]
     return pj.UnitCosts(read=read, featurize=featurize, graph=graph / s.layout_nodes,
                         static=static / nc, tile_file=tile_build * workers / s.tile_kernels,
                         entry=entry, train_round=fit.round, train=fit.row, pair=fit.pair,
@@ -164,13 +164,11 @@ def _projection(r: BenchResult) -> list[str]:
             f"{u.featurize * 1e9:.1f} ns per (config x configurable node), "
             f"{u.graph * 1e6:.1f} us per graph node, {u.static * 1e3:.2f} ms per configurable "
             f"node's static tables, {u.tile_file * 1e3:.1f} ms per tile file, {u.entry:.2f} s "
-            f"per entry; train "
-            f"{u.train_round * 1e3:.1f} ms per round + {u.train * 1e9:.2f} ns per (row x round "
-            f"x column) + {u.pair * 1e9:.2f} ns per (row pair x round) + "
-            f"{u.layout_row * 1e6:.2f} us per layout (row x round) + "
-            f"{u.watched * 1e9:.0f} ns per "
-            f"watched (row x round), predict "
-            f"{u.predict * 1e9:.1f} ns per (row x round); {u.workers} build workers",
+            f"per entry; train {u.train_round * 1e3:.1f} ms per round + {u.train * 1e9:.2f} ns "
+            f"per (row x round x column) + {u.pair * 1e9:.2f} ns per (row pair x round) + "
+            f"{u.layout_row * 1e6:.2f} us per layout (row x round) + {u.watched * 1e9:.0f} ns "
+            f"per watched (row x round), predict {u.predict * 1e9:.1f} ns per (row x round); "
+            f"{u.workers} build workers",
             *pj.format_projection([pj.project(c, n, u) for c, n in pj.DOWNLOAD.items()],
                                   "projected for the full download (counts: "
                                   "models/projection.DOWNLOAD; train at every default round, "
