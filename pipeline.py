@@ -225,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="train collections without scorable validation graphs (no "
                                 "validation score; early stopping watches train families)")
         elif name == "bench":
-            p.add_argument("--quick", action="store_true", help="small sizes, seconds not minutes")
+            p.add_argument("--quick", action="store_true", help="small sizes (~2 min)")
             p.add_argument("--repeat", type=_at_least(1), default=3,
                            help="runs of every stage; shows median and min-max (default 3)")
             p.add_argument("--rank-file", type=Path,

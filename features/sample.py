@@ -28,7 +28,7 @@ SAMPLE_MARKER = "SAMPLE.json"
 
 @dataclass(frozen=True)
 class SampleSpec:
-    """Sizes of the generated dataset; the defaults keep the whole default run near a minute."""
+    """Sizes of the generated dataset; the defaults keep the whole default run to a few minutes."""
 
     seed: int = 0
     tile_graphs: tuple[int, int, int] = (60, 12, 12)
