@@ -274,13 +274,20 @@ def _read_exact(fp, n_bytes: int, path: Path) -> bytes:
 
 
 def _to_int8(chunk: np.ndarray, path: Path, start: int) -> np.ndarray:
-    as_int = np.empty(chunk.shape, np.int8)
-    bad = kernels.to_int8_checked(np.ascontiguousarray(chunk), as_int)
+    """The chunk as int8 after checking every value is an integer in -1..5; an int8 chunk
+    (candidates an autotuner passes) is checked by its minimum and maximum, not copied."""
+    if chunk.dtype == np.int8:
+        as_int = np.ascontiguousarray(chunk)
+        ok = as_int.size == 0 or (as_int.min() >= -1 and as_int.max() <= 5)
+        bad = -1 if ok else int(np.flatnonzero((as_int < -1) | (as_int > 5))[0])
+    else:
+        as_int = np.empty(chunk.shape, np.int8)
+        bad = kernels.to_int8_checked(np.ascontiguousarray(chunk), as_int)
     if bad >= 0:
         where = np.unravel_index(bad, chunk.shape)
         bad_pos = (int(where[0]) + start,) + tuple(int(b) for b in where[1:])
         raise DataFormatError(f"{path}: key 'node_config_feat': expected integers in -1..5, "
-                              f"found {chunk[where]!r} at index {bad_pos}")
+                              f"found {chunk[where].item()!r} at index {bad_pos}")
     return as_int
 
 

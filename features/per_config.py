@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numba
 import numpy as np
 from tqdm import tqdm
 
@@ -40,6 +41,9 @@ GROUP_OF_OPCODE = {26: 0, 34: 1, 75: 2}
 # uniformly from the file, whatever rows are selected, so train and test rows see the same.
 STAT_CONFIGS = 1000
 assert len(NODE_QUANTITIES) == K.N_QUANT and len(GROUPS) == K.N_GROUPS
+assert [NODE_QUANTITIES.index(n) for n in ("value_freq", "differs_from_modal", "sibling_mismatch",
+                                         "sibling_bytes")] == [K.Q_FREQ, K.Q_MODAL, K.Q_SIBLING,
+                                                               K.Q_SIBLING_BYTES]
 assert len(ROLE_NAMES) == R.N_ROLES == K.N_ROLES
 
 
@@ -178,31 +182,31 @@ def stat_rows(g: Graph, seed: int) -> np.ndarray:
 
 
 class ValueCounts(NamedTuple):
-    """Per configurable node: the 18-slot values (codes) among the sampled configs and their
-    shares, as a hash table (kernels.value_table), plus the most common one."""
+    """Per configurable node: the distinct 18-slot values (codes) among the sampled configs and
+    their shares (kernels.value_table), plus the most common one."""
+    ptr: np.ndarray
     keys: np.ndarray
     shares: np.ndarray
     modal: np.ndarray
 
 
 def config_codes(g: Graph, rows: np.ndarray) -> np.ndarray:
-    """(r, nc) int64 kernels.config_codes of the given configs."""
-    if rows.size == 0:
-        return np.zeros((0, g.node_config_ids.size), np.int64)
-    return K.config_codes(g.node_config_feat[rows])
+    """(nc, r) int64 kernels.config_codes of the given configs, node-major."""
+    return K.config_codes(g.node_config_feat, np.asarray(rows, np.int64))
 
 
 def value_counts(codes: np.ndarray) -> ValueCounts:
-    """codes (s, nc) int64 of the sampled configs -> per-node value shares."""
+    """codes (nc, s) int64 of the sampled configs -> per-node value shares."""
     return ValueCounts(*K.value_table(np.ascontiguousarray(codes)))
 
 
 def value_frequencies(codes: np.ndarray, table: ValueCounts):
-    """For configs with codes (r, nc): (r, nc) float32 share of sampled configs giving each node
+    """For configs with codes (nc, r): (nc, r) float32 share of sampled configs giving each node
     the same value (0 if none did), and whether it differs from the node's most common value.
 
     A genetic search (the 'default' collections) revisits good choices, so frequent is fast."""
-    return K.value_shares(codes, *table)
+    return K.value_shares(np.ascontiguousarray(codes), table.ptr, table.keys, table.shares,
+                          table.modal)
 
 
 def layout_names() -> list[str]:
@@ -219,8 +223,8 @@ def _layout_chunk(g: Graph, rows: np.ndarray, st: LayoutStatic, table: ValueCoun
     if codes is None:
         codes = config_codes(g, rows)
     freq, modal_diff = value_frequencies(codes, table)
-    sums = K.layout_config_features(g.node_config_feat, rows, st.si, st.sf, st.shapes, st.pad,
-                                    st.defaults, st.fixed, st.roles, freq, modal_diff)
+    sums = K.layout_config_features(codes, st.si, st.sf, st.shapes, st.pad, st.defaults,
+                                    st.fixed, st.roles, freq, modal_diff, numba.get_num_threads())
     merges = K.merge_conversions(g.node_config_feat, rows, st.merge_pos, st.merge_fixed,
                                  st.merge_bytes, st.defaults)
     means = sums[:, :K.N_QUANT] / g.node_config_ids.size
@@ -259,7 +263,7 @@ def layout_full(g: Graph, rows: np.ndarray, *, chunk: int, seed: int = 0, static
     for s in tqdm(starts, desc=f"{g.graph_id} configs", unit="chunk", disable=None
                   if len(starts) >= 4 else True, leave=False):
         parts.append(_layout_chunk(g, wanted[s:s + chunk], st, table,
-                                   sample_codes[s:s + chunk] if known else None))
+                                   sample_codes[:, s:s + chunk] if known else None))
     values = np.concatenate(parts) if parts else np.zeros((0, len(names)), np.float32)
     return within_graph_z(values[np.searchsorted(wanted, rows)],
                           values[np.searchsorted(wanted, sample)], names)

@@ -29,7 +29,8 @@ def test_row_hash_is_fnv1a_and_separates_rows(rng):
 def test_config_codes_are_base7(rng):
     ncf = rng.integers(-1, 6, (9, 4, 18)).astype(np.int8)
     ref = ((ncf.astype(np.int64) + 1) * 7 ** np.arange(17, -1, -1)).sum(axis=2)
-    np.testing.assert_array_equal(K.config_codes(ncf), ref)
+    rows = np.array([8, 0, 3, 3])
+    np.testing.assert_array_equal(K.config_codes(ncf, rows), ref[rows].T)
 
 
 def _longest_path_reference(n, edges):
@@ -200,8 +201,8 @@ def reference_features(g, rows, freq, modal):
     for r, j in enumerate(rows):
         eff_in = {}
         for k in range(nc):
-            q = reference_quantities(g.node_config_feat, j, k, st, shapes, eff_in, freq[r, k],
-                                     modal[r, k])
+            q = reference_quantities(g.node_config_feat, j, k, st, shapes, eff_in, freq[k, r],
+                                     modal[k, r])
             vec = np.array([q[name] for name in NODE_QUANTITIES])
             out[r, :K.N_QUANT] += vec
             if st.si[k, K.S_GROUP] < 3:
@@ -220,15 +221,34 @@ def reference_features(g, rows, freq, modal):
 def test_layout_kernel_matches_reference(rng, n, ids, c):
     g = random_layout_graph(rng, n, ids, c)
     rows = np.arange(c)
-    codes = K.config_codes(g.node_config_feat)
-    freq, modal = value_frequencies(codes, value_counts(codes[::2]))
+    codes = K.config_codes(g.node_config_feat, rows)
+    freq, modal = value_frequencies(codes, value_counts(codes[:, ::2]))
     st = layout_static(g)
-    got = K.layout_config_features(g.node_config_feat, rows, st.si, st.sf, st.shapes, st.pad,
-                                   st.defaults, st.fixed, st.roles, freq, modal)
+    got = K.layout_config_features(codes, st.si, st.sf, st.shapes, st.pad, st.defaults,
+                                   st.fixed, st.roles, freq, modal, 2)
     np.testing.assert_allclose(got, reference_features(g, rows, freq, modal), rtol=1e-9)
     values, names = layout_full(g, rows[::-1].copy(), chunk=2)
     assert values.shape == (c, len(names)) and np.isfinite(values).all()
     assert len(set(names)) == len(names)
+
+
+@pytest.mark.parametrize("n_blocks", [1, 3])
+def test_layout_kernel_on_repeated_node_values(rng, n_blocks):
+    """Each node takes one of 3 values, drawn per node, so a node's own value repeats across
+    configs while its sources' values vary: what the kernel computes once per distinct (value,
+    source values) must still match the reference row by row."""
+    g = random_layout_graph(rng, 40, list(range(3, 40, 2)), 60)
+    ncf = g.node_config_feat
+    pick = rng.integers(0, 3, ncf.shape[:2])
+    g.node_config_feat[:] = ncf[pick, np.arange(ncf.shape[1])[None, :]]
+    rows = rng.permutation(60)[:45]
+    codes = K.config_codes(g.node_config_feat, rows)
+    freq, modal = value_frequencies(codes, value_counts(codes[:, ::3]))
+    st = layout_static(g)
+    assert (st.si[:, K.S_IN_POS] >= 0).any() and (st.si[:, K.S_SIB_FIRST] >= 0).any()
+    got = K.layout_config_features(codes, st.si, st.sf, st.shapes, st.pad, st.defaults,
+                                   st.fixed, st.roles, freq, modal, n_blocks)
+    np.testing.assert_allclose(got, reference_features(g, rows, freq, modal), rtol=1e-9)
 
 
 def test_value_frequencies_are_shares_of_the_sample(rng):
@@ -237,17 +257,17 @@ def test_value_frequencies_are_shares_of_the_sample(rng):
     ncf[:, 1] = -1                                   # node 1 never changes
     ncf[39, 2, :] = 0                                # a value the sample never saw
     sample, rows = np.arange(0, 39, 2), np.array([5, 0, 39, 5])
-    codes = K.config_codes(ncf)
-    freq, modal = value_frequencies(codes[rows], value_counts(codes[sample]))
-    assert np.allclose(freq[:, 1], 1.0) and not modal[:, 1].any()
+    codes = K.config_codes(ncf, np.arange(40))
+    freq, modal = value_frequencies(codes[:, rows], value_counts(codes[:, sample]))
+    assert np.allclose(freq[1], 1.0) and not modal[1].any()
     for k in (0, 2):
         keys = [ncf[j, k].tobytes() for j in range(40)]
         seen = [keys[j] for j in sample]
         share = np.array([seen.count(keys[j]) / sample.size for j in rows])
-        np.testing.assert_allclose(freq[:, k], share, rtol=1e-6)
+        np.testing.assert_allclose(freq[k], share, rtol=1e-6)
         most = max(set(seen), key=seen.count)
         if seen.count(most) > max(seen.count(x) for x in set(seen) - {most}):
-            np.testing.assert_array_equal(modal[:, k], [keys[j] != most for j in rows])
+            np.testing.assert_array_equal(modal[k], [keys[j] != most for j in rows])
     assert freq[2, 2] == 0.0
 
 

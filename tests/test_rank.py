@@ -114,6 +114,8 @@ def _slot_set_to(ncf: np.ndarray, value: float) -> np.ndarray:
      "expected integers in -1..5, found"),
     (lambda a: {"node_config_feat": _slot_set_to(a["node_config_feat"], 0.5)},
      "expected integers in -1..5"),
+    (lambda a: {"node_config_feat": _slot_set_to(a["node_config_feat"], -2).astype(np.int8)},
+     "expected integers in -1..5, found -2 at index (3, 1, 4)"),   # int8: checked, not copied
     (lambda a: {"node_config_feat": a["node_config_feat"][:0]},
      "expected at least one candidate config"),
     (lambda a: {"node_config_ids": a["node_config_ids"] + a["node_feat"].shape[0]},
