@@ -275,7 +275,8 @@ def _read_exact(fp, n_bytes: int, path: Path) -> bytes:
 
 def _to_int8(chunk: np.ndarray, path: Path, start: int) -> np.ndarray:
     """The chunk as int8 after checking every value is an integer in -1..5; an int8 chunk
-    (candidates an autotuner passes) is checked by its minimum and maximum, not copied."""
+    (candidates an autotuner passes) is checked by its minimum and maximum and returned as
+    is, so the Graph shares the caller's array (features only read it)."""
     if chunk.dtype == np.int8:
         as_int = np.ascontiguousarray(chunk)
         ok = as_int.size == 0 or (as_int.min() >= -1 and as_int.max() <= 5)

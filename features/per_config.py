@@ -123,6 +123,8 @@ def layout_static(g: Graph) -> LayoutStatic:
                 free = int(g.node_opcode[src[u]]) in R.ANY_LAYOUT
                 si[k, K.S_IN_POS + t] = K.ANY_SOURCE if free else pos.get(int(src[u]), -1)
                 fixed[k, t] = own[src[u]]
+        # Siblings read one source, so they share S_IN_POS and fixed[:, 0]: the layout kernel
+        # takes the sibling's source layout from node k's
         si[k, K.S_SIB_FIRST] = first_reader.setdefault(int(src[x]), k) if x >= 0 else -1
         if si[k, K.S_SIB_FIRST] == k:
             si[k, K.S_SIB_FIRST] = -1
@@ -263,7 +265,8 @@ def layout_full(g: Graph, rows: np.ndarray, *, chunk: int, seed: int = 0, static
     for s in tqdm(starts, desc=f"{g.graph_id} configs", unit="chunk", disable=None
                   if len(starts) >= 4 else True, leave=False):
         parts.append(_layout_chunk(g, wanted[s:s + chunk], st, table,
-                                   sample_codes[:, s:s + chunk] if known else None))
+                                   np.ascontiguousarray(sample_codes[:, s:s + chunk])
+                                   if known else None))
     values = np.concatenate(parts) if parts else np.zeros((0, len(names)), np.float32)
     return within_graph_z(values[np.searchsorted(wanted, rows)],
                           values[np.searchsorted(wanted, sample)], names)

@@ -113,7 +113,10 @@ def _one_core() -> None:
 
     cpu = {min(os.sched_getaffinity(0))}
     for tid in os.listdir("/proc/self/task"):
-        os.sched_setaffinity(int(tid), cpu)
+        try:
+            os.sched_setaffinity(int(tid), cpu)
+        except ProcessLookupError:   # the thread ended meanwhile
+            pass
     numba.set_num_threads(1)
 
 

@@ -234,14 +234,19 @@ def test_layout_kernel_matches_reference(rng, n, ids, c):
 
 @pytest.mark.parametrize("n_blocks", [1, 3])
 def test_layout_kernel_on_repeated_node_values(rng, n_blocks):
-    """Each node takes one of 3 values, drawn per node, so a node's own value repeats across
-    configs while its sources' values vary: what the kernel computes once per distinct (value,
-    source values) must still match the reference row by row."""
+    """Each section of each node takes one of 3 values, drawn apart, so a node's own value
+    repeats across configs while the sections of its sources and sibling vary on their own:
+    what the kernel computes once per distinct (value, what it reads of other nodes) must still
+    match the reference row by row."""
     g = random_layout_graph(rng, 40, list(range(3, 40, 2)), 60)
-    ncf = g.node_config_feat
-    pick = rng.integers(0, 3, ncf.shape[:2])
-    g.node_config_feat[:] = ncf[pick, np.arange(ncf.shape[1])[None, :]]
+    ncf = g.node_config_feat.copy()
+    pick = rng.integers(0, 3, ncf.shape[:2] + (3,))
+    for sec in range(3):
+        g.node_config_feat[:, :, 6 * sec:6 * sec + 6] = ncf[pick[:, :, sec], np.arange(
+            ncf.shape[1])[None, :], 6 * sec:6 * sec + 6]
     rows = rng.permutation(60)[:45]
+    distinct = [np.unique(g.node_config_feat[rows, k], axis=0).shape[0] for k in range(ncf.shape[1])]
+    assert max(distinct) < rows.size / 2     # the kernel reuses what it computed
     codes = K.config_codes(g.node_config_feat, rows)
     freq, modal = value_frequencies(codes, value_counts(codes[:, ::3]))
     st = layout_static(g)
