@@ -468,47 +468,61 @@ def _all_quantities(own, src_in, src_ker, sib, k, si, sf, shapes, pad, defaults,
             acc[Q_SIBLING_BYTES] += sf[k, F_VOL_IN] * sf[k, F_BYTES]
 
 
+NODE_TILE = 16   # nodes whose sums are added row by row together, so each out row stays cached
+
+
 @njit(cache=True, inline='always')
 def _memo_nodes(codes, lo, hi, si, sf, shapes, pad, defaults, fixed, roles, freq, modal_diff,
                 out):
-    """Rows lo..hi-1, node by node: each distinct (own code, what it reads of other nodes) is
-    computed once and added to every row that has it. A real file gives a node a few dozen
-    distinct layouts among 1,000 configs (efficientnet_b1: 160 distinct combinations per node
-    on average), so most rows only add; even where two thirds of a node's values are new (the
+    """Rows lo..hi-1: each node's distinct (own code, what it reads of other nodes) is computed
+    once and added to every row that has it. A real file gives a node a few dozen distinct
+    layouts among 1,000 configs (efficientnet_b1: 160 distinct combinations per node on
+    average), so most rows only add; even where two thirds of a node's values are new (the
     generated bench graph) this beats computing every row. Slots are decoded from the
-    node-major codes: read node by node, node_config_feat would miss the cache every row."""
-    bits = _table_bits(hi - lo)
+    node-major codes: read node by node, node_config_feat would miss the cache every row.
+    Nodes go NODE_TILE at a time: first each node's rows are matched to its distinct values,
+    then the tile's sums are added row by row (an out row is 1.8 KB: added node by node, every
+    row fell out of the cache between two nodes)."""
+    n = hi - lo
+    bits = _table_bits(n)
     stamp = np.full(1 << bits, -1, np.int64)
     slot_keys = np.empty((1 << bits, 2), np.int64)
     entry = np.empty(1 << bits, np.int64)
-    vecs = np.empty((hi - lo, N_QUANT))
+    vecs = np.empty((NODE_TILE * n, N_QUANT))
+    which = np.empty((NODE_TILE, n), np.int64)
     slots = np.full((4, 18), -1, np.int64)
     eo, ei, ek = np.empty(6, np.int64), np.empty(6, np.int64), np.empty(6, np.int64)
     tmp, scratch = np.empty(6, np.int64), np.empty((2, 6), np.int64)
-    for k in range(codes.shape[0]):
-        base = (si[k, S_GROUP] + 1) % N_GROUPS * N_QUANT   # other ops: block 0
-        in_pos, ker_pos, first = si[k, S_IN_POS], si[k, S_KER_POS], si[k, S_SIB_FIRST]
+    for k0 in range(0, codes.shape[0], NODE_TILE):
+        k1 = min(codes.shape[0], k0 + NODE_TILE)
         used = 0
+        for k in range(k0, k1):
+            in_pos, ker_pos, first = si[k, S_IN_POS], si[k, S_KER_POS], si[k, S_SIB_FIRST]
+            for i in range(lo, hi):
+                own, src = codes[k, i], _source_key(codes, i, in_pos, ker_pos, first)
+                h = _find(stamp, slot_keys, k, own, src, bits)
+                if stamp[h] != k:
+                    stamp[h], slot_keys[h, 0], slot_keys[h, 1], entry[h] = k, own, src, used
+                    _decode(own, 0, 18, slots[0])
+                    for t, pos in ((1, in_pos), (2, ker_pos)):   # sources: output sections
+                        if pos >= 0:
+                            _decode(codes[pos, i], 0, 6, slots[t])
+                    if first >= 0:                                 # the sibling: input section
+                        _decode(codes[first, i], 6, 12, slots[3])
+                    vecs[used, :] = 0.0
+                    _all_quantities(slots[0], slots[1], slots[2], slots[3], k, si, sf, shapes,
+                                    pad, defaults, fixed, roles, vecs[used], eo, ei, ek, tmp,
+                                    scratch)
+                    vecs[used, Q_FREQ] = freq[k, i]      # both follow from the own code alone
+                    vecs[used, Q_MODAL] = modal_diff[k, i]
+                    used += 1
+                which[k - k0, i - lo] = entry[h]
         for i in range(lo, hi):
-            own, src = codes[k, i], _source_key(codes, i, in_pos, ker_pos, first)
-            h = _find(stamp, slot_keys, k, own, src, bits)
-            if stamp[h] != k:
-                stamp[h], slot_keys[h, 0], slot_keys[h, 1], entry[h] = k, own, src, used
-                _decode(own, 0, 18, slots[0])
-                for t, pos in ((1, in_pos), (2, ker_pos)):   # sources: output sections
-                    if pos >= 0:
-                        _decode(codes[pos, i], 0, 6, slots[t])
-                if first >= 0:                                 # the sibling: input section
-                    _decode(codes[first, i], 6, 12, slots[3])
-                vecs[used, :] = 0.0
-                _all_quantities(slots[0], slots[1], slots[2], slots[3], k, si, sf, shapes, pad,
-                                defaults, fixed, roles, vecs[used], eo, ei, ek, tmp, scratch)
-                used += 1
-            vec = vecs[entry[h]]
-            for t in range(N_QUANT):
-                out[i, base + t] += vec[t]
-            out[i, base + Q_FREQ] += freq[k, i]
-            out[i, base + Q_MODAL] += modal_diff[k, i]
+            for k in range(k0, k1):
+                base = (si[k, S_GROUP] + 1) % N_GROUPS * N_QUANT   # other ops: block 0
+                vec = vecs[which[k - k0, i - lo]]
+                for t in range(N_QUANT):
+                    out[i, base + t] += vec[t]
 
 
 @njit(cache=True, parallel=True)
