@@ -185,7 +185,10 @@ def stat_rows(g: Graph, seed: int) -> np.ndarray:
 
 class ValueCounts(NamedTuple):
     """Per configurable node: the distinct 18-slot values (codes) among the sampled configs and
-    their shares (kernels.value_table), plus the most common one."""
+    their shares (kernels.value_table), plus the most common one. Each config's node gets the
+    share of its value, and whether it is not the most common one (value_freq,
+    differs_from_modal): a genetic search (the 'default' collections) revisits good choices, so
+    frequent is fast."""
     ptr: np.ndarray
     keys: np.ndarray
     shares: np.ndarray
@@ -202,15 +205,6 @@ def value_counts(codes: np.ndarray) -> ValueCounts:
     return ValueCounts(*K.value_table(np.ascontiguousarray(codes)))
 
 
-def value_frequencies(codes: np.ndarray, table: ValueCounts):
-    """For configs with codes (nc, r): (nc, r) float32 share of sampled configs giving each node
-    the same value (0 if none did), and whether it differs from the node's most common value.
-
-    A genetic search (the 'default' collections) revisits good choices, so frequent is fast."""
-    return K.value_shares(np.ascontiguousarray(codes), table.ptr, table.keys, table.shares,
-                          table.modal)
-
-
 def layout_names() -> list[str]:
     names = [f"cfg.{grp}.{q}" for grp in GROUPS for q in NODE_QUANTITIES]
     names += [f"cfg.mean.{q}" for q in NODE_QUANTITIES]
@@ -224,9 +218,8 @@ def _layout_chunk(g: Graph, rows: np.ndarray, st: LayoutStatic, table: ValueCoun
     """Features of `rows`; codes: their config_codes when the caller has them."""
     if codes is None:
         codes = config_codes(g, rows)
-    freq, modal_diff = value_frequencies(codes, table)
     sums = K.layout_config_features(codes, st.si, st.sf, st.shapes, st.pad, st.defaults,
-                                    st.fixed, st.roles, freq, modal_diff, numba.get_num_threads())
+                                    st.fixed, st.roles, *table, numba.get_num_threads())
     merges = K.merge_conversions(g.node_config_feat, rows, st.merge_pos, st.merge_fixed,
                                  st.merge_bytes, st.defaults)
     means = sums[:, :K.N_QUANT] / g.node_config_ids.size

@@ -8,8 +8,8 @@ import pytest
 
 from features import kernels as K
 from features.io import Graph
-from features.per_config import (NODE_QUANTITIES, default_layouts, layout_full, layout_static,
-                                 padded_shapes, value_counts, value_frequencies)
+from features.per_config import (GROUP_OF_OPCODE, NODE_QUANTITIES, default_layouts,
+                                 layout_full, layout_static, padded_shapes, value_counts)
 
 
 def test_row_hash_is_fnv1a_and_separates_rows(rng):
@@ -193,6 +193,19 @@ def reference_quantities(ncf, j, k, st, shapes, eff_in, freq, modal):
     return q
 
 
+def reference_values(codes, sample):
+    """Plain counting: (nc, r) share of the sample's configs giving each node the same value,
+    and whether the value is not the node's most common one (the smallest among ties); the
+    share as float32, as the features hold it."""
+    freq = np.array([[np.mean(sample[k] == c) if sample.shape[1] else 0.0 for c in codes[k]]
+                     for k in range(codes.shape[0])], np.float32).reshape(codes.shape)
+    modal = []
+    for k in range(codes.shape[0]):
+        values, counts = np.unique(sample[k], return_counts=True)
+        modal.append(values[counts == counts.max()].min() if values.size else -1)
+    return freq, (codes != np.array(modal).reshape(-1, 1)).astype(float)
+
+
 def reference_features(g, rows, freq, modal):
     st = layout_static(g)
     shapes = st.shapes[..., 0]  # the dims; the reference takes its own log2 and padding
@@ -222,10 +235,10 @@ def test_layout_kernel_matches_reference(rng, n, ids, c):
     g = random_layout_graph(rng, n, ids, c)
     rows = np.arange(c)
     codes = K.config_codes(g.node_config_feat, rows)
-    freq, modal = value_frequencies(codes, value_counts(codes[:, ::2]))
+    freq, modal = reference_values(codes, codes[:, ::2])
     st = layout_static(g)
     got = K.layout_config_features(codes, st.si, st.sf, st.shapes, st.pad, st.defaults,
-                                   st.fixed, st.roles, freq, modal, 2)
+                                   st.fixed, st.roles, *value_counts(codes[:, ::2]), 2)
     np.testing.assert_allclose(got, reference_features(g, rows, freq, modal), rtol=1e-9)
     values, names = layout_full(g, rows[::-1].copy(), chunk=2)
     assert values.shape == (c, len(names)) and np.isfinite(values).all()
@@ -248,22 +261,34 @@ def test_layout_kernel_on_repeated_node_values(rng, n_blocks):
     distinct = [np.unique(g.node_config_feat[rows, k], axis=0).shape[0] for k in range(ncf.shape[1])]
     assert max(distinct) < rows.size / 2     # the kernel reuses what it computed
     codes = K.config_codes(g.node_config_feat, rows)
-    freq, modal = value_frequencies(codes, value_counts(codes[:, ::3]))
+    freq, modal = reference_values(codes, codes[:, ::3])
     st = layout_static(g)
     assert (st.si[:, K.S_IN_POS] >= 0).any() and (st.si[:, K.S_SIB_FIRST] >= 0).any()
     got = K.layout_config_features(codes, st.si, st.sf, st.shapes, st.pad, st.defaults,
-                                   st.fixed, st.roles, freq, modal, n_blocks)
+                                   st.fixed, st.roles, *value_counts(codes[:, ::3]), n_blocks)
     np.testing.assert_allclose(got, reference_features(g, rows, freq, modal), rtol=1e-9)
 
 
-def test_value_frequencies_are_shares_of_the_sample(rng):
-    ncf = rng.integers(-1, 1, (40, 3, 18)).astype(np.int8)
+def test_value_shares_and_modal_of_the_sample(rng):
+    """One conv, dot and reshape node, so each has a group block of its own: its value's share
+    of the sampled configs, 0 for a value the sample never saw, and whether it is not the most
+    common value."""
+    g = random_layout_graph(rng, 8, [2, 4, 6], 40)
+    g.node_opcode[[2, 4, 6]] = list(GROUP_OF_OPCODE)     # conv, dot, reshape
+    ncf = g.node_config_feat
+    ncf[:] = rng.integers(-1, 1, ncf.shape)
     ncf[:, :, 3:] = -1                               # few distinct values, so repeats occur
     ncf[:, 1] = -1                                   # node 1 never changes
     ncf[39, 2, :] = 0                                # a value the sample never saw
     sample, rows = np.arange(0, 39, 2), np.array([5, 0, 39, 5])
     codes = K.config_codes(ncf, np.arange(40))
-    freq, modal = value_frequencies(codes[:, rows], value_counts(codes[:, sample]))
+    st = layout_static(g)
+    out = K.layout_config_features(np.ascontiguousarray(codes[:, rows]), st.si, st.sf,
+                                   st.shapes, st.pad, st.defaults, st.fixed, st.roles,
+                                   *value_counts(codes[:, sample]), 1)
+    assert (st.si[:, K.S_GROUP] == [0, 1, 2]).all()
+    freq = [out[:, (k + 1) * K.N_QUANT + K.Q_FREQ] for k in range(3)]
+    modal = [out[:, (k + 1) * K.N_QUANT + K.Q_MODAL] for k in range(3)]
     assert np.allclose(freq[1], 1.0) and not modal[1].any()
     for k in (0, 2):
         keys = [ncf[j, k].tobytes() for j in range(40)]
@@ -273,7 +298,7 @@ def test_value_frequencies_are_shares_of_the_sample(rng):
         most = max(set(seen), key=seen.count)
         if seen.count(most) > max(seen.count(x) for x in set(seen) - {most}):
             np.testing.assert_array_equal(modal[k], [keys[j] != most for j in rows])
-    assert freq[2, 2] == 0.0
+    assert freq[2][2] == 0.0 and modal[2][2] == 1.0
 
 
 def test_static_tables_on_a_hand_built_graph():
