@@ -559,9 +559,9 @@ def merge_conversions(ncf, rows, merge_pos, merge_fixed, merge_bytes, defaults):
         j = rows[r]
         a, b = np.empty(6, np.int64), np.empty(6, np.int64)
         for m in range(merge_pos.shape[0]):
-            for side, lay in ((0, a), (1, b)):
-                pos = merge_pos[m, side]
-                _source_layout(ncf[j, max(pos, 0)], pos, defaults, merge_fixed[m, side], lay)
+            pa, pb = merge_pos[m, 0], merge_pos[m, 1]
+            _source_layout(ncf[j, max(pa, 0)], pa, defaults, merge_fixed[m, 0], a)
+            _source_layout(ncf[j, max(pb, 0)], pb, defaults, merge_fixed[m, 1], b)
             if not _same(a, b):
                 out[r, 0] += 1.0
                 out[r, 1] += merge_bytes[m]

@@ -301,6 +301,27 @@ def test_value_shares_and_modal_of_the_sample(rng):
     assert freq[2][2] == 0.0 and modal[2][2] == 1.0
 
 
+def test_merge_conversions_match_counting(rng):
+    """Each merge's two sides: a configurable source's effective output layout (its section, or
+    its default when the section is all -1) or a fixed layout; count where they differ."""
+    c, nc, m = 30, 5, 12
+    ncf = rng.integers(-1, 3, (c, nc, 18)).astype(np.int8)
+    ncf[::3, :, :6] = -1                                  # default output sections
+    defaults = rng.integers(-1, 3, (nc, 3, 6))
+    merge_pos = rng.integers(-1, nc, (m, 2))
+    merge_fixed = rng.integers(-1, 3, (m, 2, 6))
+    merge_fixed[::2, 1] = defaults[merge_pos[::2, 0].clip(0), 0]   # some sides agree
+    merge_bytes = rng.random(m) * 100
+    rows = rng.permutation(c)[:20]
+    got = K.merge_conversions(ncf, rows, merge_pos, merge_fixed, merge_bytes, defaults)
+    for r, j in enumerate(rows):
+        sides = [[_eff(ncf[j, p, :6], defaults[p, 0]) if p >= 0 else merge_fixed[i, t]
+                  for t, p in enumerate(merge_pos[i])] for i in range(m)]
+        differ = np.array([not np.array_equal(a, b) for a, b in sides])
+        np.testing.assert_allclose(got[r], [differ.sum(), merge_bytes[differ].sum()])
+    assert 0 < got[:, 0].max() and got[:, 0].min() < m
+
+
 def test_static_tables_on_a_hand_built_graph():
     """p0 -> a (reshape, cfg) ; p0 -> b (dot, cfg, weights w) ; a -> add ; b -> add."""
     nf = np.zeros((5, 140), np.float32)
