@@ -206,9 +206,21 @@ def _profile(model: CostModel, layout: dict, candidates: np.ndarray, top: int = 
 
 
 def rank_notes(spec: RankSpec, log=print) -> dict:
-    """Measure in a fresh child (models/bench prints it with format_rank_notes)."""
+    """Measure in a fresh child (models/bench prints it with format_rank_notes).
+
+    The child's OpenMP threads wait passively (unless OMP_WAIT_POLICY says otherwise): LightGBM
+    starts its threads while training on both cores, and once the child is pinned to one, a
+    thread spinning at a barrier took the core from the next call (warm 100 ms against 93,
+    slots_set 7 ms against 3). A process started on one core has one OpenMP thread and no such
+    contest; libgomp reads the policy when the child starts, so it is set here."""
     log("  ranking API latency (trains two models first) ...")
-    child, result = fb.measure(rank_latency, spec)
+    before = os.environ.get("OMP_WAIT_POLICY")
+    os.environ["OMP_WAIT_POLICY"] = before or "PASSIVE"
+    try:
+        child, result = fb.measure(rank_latency, spec)
+    finally:
+        if before is None:
+            del os.environ["OMP_WAIT_POLICY"]
     return {**result, "spec": spec, "peak_rss_mb": child.peak_rss_mb}
 
 
