@@ -100,6 +100,15 @@ def _table_bits(n):
 
 
 @njit(cache=True, inline='always')
+def _new_table(n):
+    """An empty open-addressing table for up to n keys: (bits, stamp, keys (m, 2), entry).
+    A slot is taken when its stamp equals the current tag; entry is what the caller stores."""
+    bits = _table_bits(n)
+    return (bits, np.full(1 << bits, -1, np.int64), np.empty((1 << bits, 2), np.int64),
+            np.empty(1 << bits, np.int64))
+
+
+@njit(cache=True, inline='always')
 def _find(stamp, keys, tag, a, b, bits):
     """The slot of key (a, b) among the slots stamped `tag`, or the free slot it would take.
     One table serves node after node: a slot stamped with another tag is free, so it is never
@@ -118,10 +127,7 @@ def value_table(codes):
     ptr[k]:ptr[k + 1], and modal (nc,) its most common code (the smallest among ties; -1 with
     no sample). Hashing, not sorting: this runs on every call of the ranking API."""
     nc, s = codes.shape
-    bits = _table_bits(s)
-    stamp = np.full(1 << bits, -1, np.int64)
-    slot_keys = np.empty((1 << bits, 2), np.int64)
-    entry = np.empty(1 << bits, np.int64)
+    bits, stamp, slot_keys, entry = _new_table(s)
     ptr = np.zeros(nc + 1, np.int64)
     keys = np.empty(nc * s, np.int64)
     counts = np.zeros(nc * s, np.int64)
@@ -404,16 +410,19 @@ Q_FREQ, Q_MODAL, Q_SIBLING, Q_SIBLING_BYTES = 28, 29, 19, 20
 def _source_key(codes, i, in_pos, ker_pos, first):
     """All that a node's quantities read of other nodes in row i: the output sections of its
     input and kernel sources (in_pos, ker_pos) and the input section of its sibling (first)."""
-    key = 0
-    for pos, sibling in ((in_pos, False), (ker_pos, False), (first, True)):
-        sec = 0
-        if pos >= 0:   # unsigned: divisions by constants compile to multiplications
-            c = np.uint64(codes[pos, i])
-            part = (c % np.uint64(SECTION * SECTION) // np.uint64(SECTION) if sibling
-                    else c // np.uint64(SECTION * SECTION))
-            sec = np.int64(part) + 1
-        key = key * (SECTION + 1) + sec
-    return key
+    key = _section(codes, in_pos, i, 2)
+    key = key * (SECTION + 1) + _section(codes, ker_pos, i, 2)
+    return key * (SECTION + 1) + _section(codes, first, i, 1)
+
+
+@njit(cache=True, inline='always')
+def _section(codes, pos, i, which):
+    """1 + the code of section `which` (2: output, slots 0..5; 1: input, slots 6..11) of node
+    pos in row i, or 0 for no node. Unsigned, so divisions by constants become multiplications."""
+    if pos < 0:
+        return 0
+    c = np.uint64(codes[pos, i]) // POW7[6 * which]
+    return np.int64(c % np.uint64(SECTION)) + 1
 
 
 POW7 = np.array([7 ** p for p in range(19)], np.uint64)
@@ -460,17 +469,11 @@ def _memo_nodes(codes, lo, hi, si, sf, shapes, pad, defaults, fixed, roles, ptr,
     then the tile's sums are added row by row (an out row is 1.8 KB: added node by node, every
     row fell out of the cache between two nodes)."""
     n = hi - lo
-    bits = _table_bits(n)
-    stamp = np.full(1 << bits, -1, np.int64)
-    slot_keys = np.empty((1 << bits, 2), np.int64)
-    entry = np.empty(1 << bits, np.int64)
-    most = 0   # the sampled values of one node, hashed for their shares
+    bits, stamp, slot_keys, entry = _new_table(n)
+    most = 0   # one node's sampled values, hashed for their shares
     for k in range(codes.shape[0]):
         most = max(most, ptr[k + 1] - ptr[k])
-    sample_bits = _table_bits(most)
-    sample_stamp = np.full(1 << sample_bits, -1, np.int64)
-    sample_keys = np.empty((1 << sample_bits, 2), np.int64)
-    sample_entry = np.empty(1 << sample_bits, np.int64)
+    sample_bits, sample_stamp, sample_keys, sample_entry = _new_table(most)
     vecs = np.empty((NODE_TILE * n, N_QUANT))
     which = np.empty((NODE_TILE, n), np.int64)
     slots = np.full((4, 18), -1, np.int64)
@@ -528,8 +531,8 @@ def layout_config_features(codes, si, sf, shapes, pad, defaults, fixed, roles, p
     with 1) and their log2; pad (nc, 3, 7, 7) padding factors; defaults (nc, 3, 6) int64 own
     layouts (-1 padded); fixed (nc, 2, 6) int64 layouts that input / kernel sources carry when
     not configurable; roles (nc, 3, 6) int64 dim roles (-1 none); ptr, keys, shares, modal the
-    value table of the sampled configs (value_table) -> (r, N_GROUPS * N_QUANT) float64. The rows are cut into n_blocks
-    blocks that run in parallel, each writing only its own rows.
+    value table of the sampled configs (value_table) -> (r, N_GROUPS * N_QUANT) float64.
+    The rows are cut into n_blocks blocks that run in parallel, each writing only its own rows.
 
     Each block's loops are inlined into the parallel loop's body: the row-by-row loop this one
     replaced ran 2.3x slower when compiled as a function of its own (efficientnet_b1, 1,000

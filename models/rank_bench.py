@@ -7,9 +7,9 @@ configs. Each candidate draws every node's layout from `node_values` values of t
 in real files: among 1,000 configs of a dev file a node takes a median of 50 distinct values
 (efficientnet_b1 layout:xla:random; albert_base layout:nlp:random: 21). Warm calls whose
 candidates are all fresh random draws (about 670 distinct values per node) are timed too, as
-the worst case. Models are LambdaRank with the default settings trained to all 600 rounds (no early
-stopping), the largest a default run makes. Targets per 1,000 layout candidates: warm <= 100 ms,
-cold <= 1 s. A profile of one warm call says where its time goes.
+the worst case. Models are LambdaRank with the default settings trained to all 600 rounds (no
+early stopping), the largest a default run makes. Targets per 1,000 layout candidates:
+warm <= 100 ms, cold <= 1 s. A profile of one warm call says where its time goes.
 
 With `real_file` (bench --rank-file), a real layout file is timed as well: cold on its own
 configs, warm on new candidates that draw each node's layout from the values that node takes in
@@ -174,7 +174,7 @@ def _real_latency(model: CostModel, spec: RankSpec, rng) -> dict:
     cold = _cpu_timed(lambda: model.rank(**graph, node_config_feat=ncf[:spec.candidates]))
     warm = []
     for _ in range(spec.warm_calls):
-        draw = ncf[rng.integers(0, c, (spec.candidates, nc)), np.arange(nc)]
+        draw = _draw(rng, ncf, spec.candidates)
         warm.append(_cpu_timed(lambda d=draw: model.rank(**graph, node_config_feat=d)))
     distinct = [np.unique(ncf[:, k], axis=0).shape[0] for k in range(nc)]
     return {"file": Path(spec.real_file).name, "nodes": int(g.node_feat.shape[0]),
@@ -234,8 +234,9 @@ def format_rank_notes(notes: dict) -> list[str]:
             f"configurable, candidates drawing each node's layout from {spec.node_values} values:"
             f" per 1,000 layout candidates cold {both('layout_cold')}, warm "
             f"{both('layout_warm')} (targets 1000 / 100 ms); warm with every layout a fresh "
-            f"random draw (worst case) {both('layout_fresh')}; tile CPU {cpu['tile_cold'] * 1e3:.0f}"
-            f" / {cpu['tile_warm'] * 1e3:.0f} ms cold / warm per {spec.tile_configs:,}; load "
+            f"random draw (worst case) {both('layout_fresh')}; tile CPU "
+            f"{cpu['tile_cold'] * 1e3:.0f} / {cpu['tile_warm'] * 1e3:.0f} ms cold / warm per "
+            f"{spec.tile_configs:,}; load "
             f"average {notes['load_average'][0]:.1f}; peak RSS includes training the models",
             "  one call, step by step: " + ", ".join(
                 f"{k} {v * 1e3:.1f} ms" for k, v in notes["parts"].items() if k != "columns")

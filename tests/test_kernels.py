@@ -258,7 +258,8 @@ def test_layout_kernel_on_repeated_node_values(rng, n_blocks):
         g.node_config_feat[:, :, 6 * sec:6 * sec + 6] = ncf[pick[:, :, sec], np.arange(
             ncf.shape[1])[None, :], 6 * sec:6 * sec + 6]
     rows = rng.permutation(60)[:45]
-    distinct = [np.unique(g.node_config_feat[rows, k], axis=0).shape[0] for k in range(ncf.shape[1])]
+    distinct = [np.unique(g.node_config_feat[rows, k], axis=0).shape[0]
+                for k in range(ncf.shape[1])]
     assert max(distinct) < rows.size / 2     # the kernel reuses what it computed
     codes = K.config_codes(g.node_config_feat, rows)
     freq, modal = reference_values(codes, codes[:, ::3])
