@@ -217,12 +217,12 @@ def decompress_floor(path: Path) -> int:
         return int(z["node_config_feat"].shape[0])
 
 
-def _read(path: Path, packed_dir: Path | None, chunk_mb: float):
-    return read_graph(path, "layout:xla:random", "train", chunk_mb=chunk_mb, packed_dir=packed_dir)
+def _read(path: Path, packed_dir: Path | None):
+    return read_graph(path, "layout:xla:random", "train", packed_dir=packed_dir)
 
 
-def read_stage(path: Path, packed_dir: Path | None, chunk_mb: float) -> int:
-    g = _read(path, packed_dir, chunk_mb)
+def read_stage(path: Path, packed_dir: Path | None) -> int:
+    g = _read(path, packed_dir)
     return int(np.asarray(g.node_config_feat[-1]).sum())  # touch the data
 
 
@@ -243,9 +243,9 @@ def first_configs(g, n: int):
 
 def split_stage(path: Path, packed_dir: Path, chunk_mb: float) -> dict:
     """Reading (memory-mapped), per-graph, row selection and per-config time of one file."""
-    warm_kernels(_read(path, packed_dir, chunk_mb))
+    warm_kernels(_read(path, packed_dir))
     t0 = time.perf_counter()
-    g = _read(path, packed_dir, chunk_mb)
+    g = _read(path, packed_dir)
     t1 = time.perf_counter()
     graph_features(g, "full")
     t2 = time.perf_counter()
@@ -262,7 +262,7 @@ def split_stage(path: Path, packed_dir: Path, chunk_mb: float) -> dict:
 
 
 def per_config_stage(path: Path, packed_dir: Path, n_configs: int, chunk_mb: float) -> float:
-    g = first_configs(_read(path, packed_dir, chunk_mb), n_configs)
+    g = first_configs(_read(path, packed_dir), n_configs)
     warm_kernels(g)
     start = time.perf_counter()
     layout_full(g, np.arange(n_configs), chunk=g.chunk_configs(chunk_mb))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .io import (COLLECTIONS, DEFAULT_CHUNK_MB, LAYOUT_KEYS, SPLITS, TILE_KEYS, DataFormatError,
+from .io import (COLLECTIONS, LAYOUT_KEYS, SPLITS, TILE_KEYS, DataFormatError,
                  Graph, _check_node_config_feat, _expect, _read_keys, _to_int8, _validate,
                  collection_dir, is_tile, read_node_config_feat)
 
@@ -18,12 +18,12 @@ CANDIDATE_KEYS = {"tile": TILE_KEYS[:4],
                   "layout": tuple(k for k in LAYOUT_KEYS if k != "config_runtime")}
 
 
-def read_candidates(path: Path, collection: str, *, chunk_mb: float = DEFAULT_CHUNK_MB) -> Graph:
+def read_candidates(path: Path, collection: str) -> Graph:
     """Read a file whose configs are to be ranked: validated like read_graph, but runtimes may be
     absent or zero; they are ignored."""
     path = Path(path)
     keys = CANDIDATE_KEYS["tile" if is_tile(collection) else "layout"]
-    arrays = _read_keys(path, keys, lambda zf: read_node_config_feat(zf, path, chunk_mb))
+    arrays = _read_keys(path, keys, lambda zf: read_node_config_feat(zf, path))
     return _candidates(arrays, collection, path)
 
 

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import kernels
+from .inflate import PIECE_BYTES, MemberReader
 
 COLLECTIONS = (
     "tile:xla",
@@ -133,8 +134,8 @@ def list_npz(npz_root: Path, collection: str, split: str) -> list[Path]:
     return sorted((npz_root / collection_dir(collection) / split).glob("*.npz"))
 
 
-def read_graph(path: Path, collection: str, split: str, *, chunk_mb: float = DEFAULT_CHUNK_MB,
-               packed_dir: Path | None = None) -> Graph:
+def read_graph(path: Path, collection: str, split: str, *, packed_dir: Path | None = None,
+               piece_bytes: int = PIECE_BYTES) -> Graph:
     """Read and validate one file. Raises DataFormatError naming the file, key and problem.
 
     With `packed_dir`, node_config_feat is decompressed once into an int8 .npy there and
@@ -142,10 +143,10 @@ def read_graph(path: Path, collection: str, split: str, *, chunk_mb: float = DEF
     path = Path(path)
     keys = TILE_KEYS if is_tile(collection) else LAYOUT_KEYS
     if packed_dir is None:
-        arrays = _read_keys(path, keys, lambda zf: read_node_config_feat(zf, path, chunk_mb))
+        arrays = _read_keys(path, keys, lambda zf: read_node_config_feat(zf, path, piece_bytes))
     else:
         arrays = _read_keys(path, keys, lambda zf: _packed_node_config_feat(
-            zf, path, chunk_mb, Path(packed_dir)))
+            zf, path, piece_bytes, Path(packed_dir)))
     return _validate(Graph(path=path, collection=collection, split=split, **arrays))
 
 
@@ -198,35 +199,43 @@ def _read_member(zf: zipfile.ZipFile, key: str, path: Path) -> np.ndarray:
 
 def _open_npy_member(zf: zipfile.ZipFile, key: str, path: Path):
     fp = zf.open(key + ".npy")
-    version = np.lib.format.read_magic(fp)
-    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                   else np.lib.format.read_array_header_2_0)
-    shape, fortran, dtype = read_header(fp)
+    shape, fortran, dtype = _npy_header(fp)
     return fp, shape, fortran, dtype
 
 
-def read_node_config_feat(zf: zipfile.ZipFile, path: Path, chunk_mb: float,
+def read_node_config_feat(zf: zipfile.ZipFile, path: Path, piece_bytes: int = PIECE_BYTES,
                           out: np.ndarray | None = None) -> np.ndarray:
-    """Decompress node_config_feat chunk by chunk into int8, never holding it as float32 whole.
+    """Decompress node_config_feat piece by piece into int8, never holding it as float32 whole.
 
-    Real files reach 100,040 x hundreds x 18 float32 (GBs); streaming the zip member keeps peak
-    memory at the int8 result plus one chunk. `out` may be a preallocated (e.g. memory-mapped) array.
+    Real files reach 100,040 x hundreds x 18 float32 (GBs). Each inflated piece (a few MB, see
+    inflate.py) is checked and converted while it is still in cache, so peak memory is the int8
+    result plus one piece of `piece_bytes`. `out` may be a preallocated (e.g. memory-mapped)
+    array.
     """
-    fp, shape, fortran, dtype = _open_npy_member(zf, "node_config_feat", path)
-    with fp:
+    with MemberReader(path, zf, "node_config_feat.npy") as fp:
+        shape, fortran, dtype = _npy_header(fp)
         _check_node_config_feat(shape, dtype, path)
         result = np.empty(shape, dtype=np.int8) if out is None else out
         if fortran:  # rare; not streamable, read whole
-            result[...] = _to_int8(np.lib.format.read_array(fp), path, 0)
+            raw = _read_exact(fp, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, path)
+            values = np.frombuffer(raw, dtype=dtype).reshape(shape, order="F")
+            result[...] = _to_int8(values, path, 0)
             return result
-        row_values = int(np.prod(shape[1:], dtype=np.int64))
-        row_bytes, step = row_values * dtype.itemsize, chunk_rows(row_values, chunk_mb)
-        for start in range(0, shape[0], step):
-            rows = min(step, shape[0] - start)
-            raw = _read_exact(fp, rows * row_bytes, path)
-            chunk = np.frombuffer(raw, dtype=dtype).reshape((rows,) + tuple(shape[1:]))
-            result[start:start + rows] = _to_int8(chunk, path, start)
+        flat = result.reshape(-1)
+        step = max(1, piece_bytes // dtype.itemsize)
+        for start in range(0, flat.size, step):
+            n = min(step, flat.size - start)
+            raw = _read_exact(fp, n * dtype.itemsize, path)
+            _to_int8(np.frombuffer(raw, dtype=dtype), path, start, shape=shape,
+                     out=flat[start:start + n])
         return result
+
+
+def _npy_header(fp) -> tuple[tuple, bool, np.dtype]:
+    version = np.lib.format.read_magic(fp)
+    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                   else np.lib.format.read_array_header_2_0)
+    return read_header(fp)
 
 
 def _check_node_config_feat(shape, dtype: np.dtype, path: Path) -> None:
@@ -246,7 +255,7 @@ def packed_path(path: Path, packed_dir: Path) -> Path:
     return packed_dir / f"{Path(path).stem}-{hashlib.sha256(ident.encode()).hexdigest()[:12]}.npy"
 
 
-def _packed_node_config_feat(zf: zipfile.ZipFile, path: Path, chunk_mb: float,
+def _packed_node_config_feat(zf: zipfile.ZipFile, path: Path, piece_bytes: int,
                              packed_dir: Path) -> np.ndarray:
     target = packed_path(path, packed_dir)
     if not target.exists():
@@ -256,7 +265,7 @@ def _packed_node_config_feat(zf: zipfile.ZipFile, path: Path, chunk_mb: float,
         tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
         try:
             out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.int8, shape=tuple(shape))
-            read_node_config_feat(zf, path, chunk_mb, out=out)
+            read_node_config_feat(zf, path, piece_bytes, out=out)
             out.flush()
             del out
             os.replace(tmp, target)
@@ -273,22 +282,30 @@ def _read_exact(fp, n_bytes: int, path: Path) -> bytes:
     return data
 
 
-def _to_int8(chunk: np.ndarray, path: Path, start: int) -> np.ndarray:
-    """The chunk as int8 after checking every value is an integer in -1..5; an int8 chunk
-    (candidates an autotuner passes) is checked by its minimum and maximum and returned as
-    is, so the Graph shares the caller's array (features only read it)."""
-    if chunk.dtype == np.int8:
+def _to_int8(chunk: np.ndarray, path: Path, start: int, *, shape: tuple | None = None,
+             out: np.ndarray | None = None) -> np.ndarray:
+    """The chunk as int8 (into `out` if given) after checking every value is an integer in -1..5.
+    `start` is the chunk's offset along the first axis of `shape`, or, for a flat chunk of an
+    array of `shape`, its flat offset; errors give the index in the whole array.
+
+    An int8 chunk (candidates an autotuner passes) is checked by its minimum and maximum and
+    returned as is, so the Graph shares the caller's array (features only read it)."""
+    if chunk.dtype == np.int8 and out is None:
         as_int = np.ascontiguousarray(chunk)
         ok = as_int.size == 0 or (as_int.min() >= -1 and as_int.max() <= 5)
         bad = -1 if ok else int(np.flatnonzero((as_int < -1) | (as_int > 5))[0])
     else:
-        as_int = np.empty(chunk.shape, np.int8)
+        as_int = np.empty(chunk.shape, np.int8) if out is None else out
         bad = kernels.to_int8_checked(np.ascontiguousarray(chunk), as_int)
     if bad >= 0:
-        where = np.unravel_index(bad, chunk.shape)
-        bad_pos = (int(where[0]) + start,) + tuple(int(b) for b in where[1:])
+        value = chunk.reshape(-1)[bad].item()
+        if shape is None:
+            where = np.unravel_index(bad, chunk.shape)
+            bad_pos = (int(where[0]) + start,) + tuple(int(b) for b in where[1:])
+        else:
+            bad_pos = tuple(int(i) for i in np.unravel_index(start + bad, shape))
         raise DataFormatError(f"{path}: key 'node_config_feat': expected integers in -1..5, "
-                              f"found {chunk[where].item()!r} at index {bad_pos}")
+                              f"found {value!r} at index {bad_pos}")
     return as_int
 
 

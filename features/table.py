@@ -57,7 +57,7 @@ class FeatureConfig:
     max_train_configs_layout: int = 2000
     fastest_fraction: float = 0.1        # share of the cap reserved for the fastest configs
     max_valid_configs: int = 1000        # layout: like the test's 1000-config subsets
-    chunk_mb: float = DEFAULT_CHUNK_MB   # node_config_feat decompressed/featurized at a time
+    chunk_mb: float = DEFAULT_CHUNK_MB   # node_config_feat featurized at a time
     seed: int = 0
 
     def __post_init__(self):
@@ -208,8 +208,7 @@ def graph_feature_set(g: Graph, cfg: FeatureConfig, static: GraphStatic | None =
 def file_table(path: Path, collection: str, split: str, cfg: FeatureConfig, *,
                packed_dir: Path | None = None) -> GraphTable:
     """The rows of one input file, read and validated."""
-    g = read_graph(path, collection, split, chunk_mb=cfg.chunk_mb,
-                   packed_dir=packed_dir)
+    g = read_graph(path, collection, split, packed_dir=packed_dir)
     return graph_parts(g, cfg)
 
 

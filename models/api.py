@@ -94,8 +94,7 @@ class CostModel:
         path = Path(path)
         kind = candidate_kind(npz_keys(path), path)
         chosen = self._collection(kind, collection or collection_from_path(path))
-        return self.rank_graph(read_candidates(path, chosen,
-                                               chunk_mb=self.settings.chunk_mb))
+        return self.rank_graph(read_candidates(path, chosen))
 
     def rank_graph(self, g: Graph) -> Ranking:
         """Rank the configs of a validated test-split Graph (see features.candidates)."""

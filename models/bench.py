@@ -96,10 +96,9 @@ def _round(run: fb.Recorder, spec: fb.BenchSpec, inputs: fb.Inputs, work: Path,
     c, chunk = spec.layout_configs, FeatureConfig().chunk_mb
     run("python + imports (baseline)", fb.baseline, 0)
     run("floor: numpy.load node_config_feat", fb.decompress_floor, big, items=c, unit="configs")
-    run("read: stream -> int8 copy in cache", fb.read_stage, big, packed, chunk,
-        items=c, unit="configs")
-    run("read: memory-map the int8 copy", fb.read_stage, big, packed, chunk, items=c,
+    run("read: stream -> int8 copy in cache", fb.read_stage, big, packed, items=c,
         unit="configs")
+    run("read: memory-map the int8 copy", fb.read_stage, big, packed, items=c, unit="configs")
     for settings, cfg in (("default settings", FeatureConfig()), ("all configs", fb.ALL_CONFIGS)):
         packed_path(big, packed).unlink()
         rows = run(f"build layout file, {settings}, cold (npz)", fb.build_stage, npz_root,

@@ -112,7 +112,7 @@ def test_packed_copy_is_made_once_and_reused(tiny_npz, tmp_path):
 
     f = list_npz(tiny_npz, "layout:xla:default", "valid")[0]
     plain = read_graph(f, "layout:xla:default", "valid")
-    first = read_graph(f, "layout:xla:default", "valid", packed_dir=tmp_path, chunk_mb=1e-4)
+    first = read_graph(f, "layout:xla:default", "valid", packed_dir=tmp_path, piece_bytes=8)
     target = packed_path(f, tmp_path)
     stamp = target.stat().st_mtime_ns
     again = read_graph(f, "layout:xla:default", "valid", packed_dir=tmp_path)

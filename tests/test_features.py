@@ -55,7 +55,7 @@ def test_chunked_and_unchunked_builds_give_identical_rows(tiny_npz, collection):
     results = []
     for chunk_mb in (1e-4, 0.01, 1000.0):
         cfg = FeatureConfig(chunk_mb=chunk_mb)
-        X, names, rows = graph_table(read_graph(f, collection, "train", chunk_mb=chunk_mb), cfg)
+        X, names, rows = graph_table(read_graph(f, collection, "train"), cfg)
         results.append((X, rows.config_idx))
     for X, idx in results[1:]:
         np.testing.assert_array_equal(X, results[0][0])

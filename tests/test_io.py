@@ -59,19 +59,56 @@ def test_missing_root_resolves_to_none(tmp_path):
     assert resolve_npz_root(tmp_path / "nothing") is None
 
 
-def test_chunked_read_equals_whole_read(tiny_npz):
-    f = list_npz(tiny_npz, "layout:xla:random", "train")[0]
-    whole = _arrays(f)["node_config_feat"]
-    for chunk_mb in (1e-6, 0.01, 1000.0):     # one config per chunk, a few, the whole file
-        g = read_graph(f, "layout:xla:random", "train", chunk_mb=chunk_mb)
-        np.testing.assert_array_equal(g.node_config_feat, whole.astype(np.int8))
+@pytest.mark.parametrize("savez", [np.savez_compressed, np.savez])   # deflated and stored
+def test_read_in_pieces_equals_numpy_load(tiny_npz, tmp_path, savez):
+    arrays = _arrays(list_npz(tiny_npz, "layout:xla:random", "train")[0])
+    savez(tmp_path / "g.npz", **arrays)
+    for piece_bytes in (4, 1000, 2**30):     # one value per piece, a few hundred, the whole file
+        g = read_graph(tmp_path / "g.npz", "layout:xla:random", "train", piece_bytes=piece_bytes)
+        np.testing.assert_array_equal(g.node_config_feat,
+                                      arrays["node_config_feat"].astype(np.int8))
 
 
-def test_chunks_are_sized_in_bytes():
-    # 128 MB of float32 node_config_feat: 4,660 configs of 400 nodes, 621 of 3,000
-    assert chunk_rows(400 * 18, 128.0) == 128 * 2**20 // (400 * 18 * 4) == 4660
-    assert chunk_rows(3000 * 18, 128.0) == 621
-    assert chunk_rows(3000 * 18, 1e-6) == 1      # never fewer than one config
+def test_fortran_ordered_node_config_feat_reads_the_same(layout_file):
+    arrays, path = layout_file
+    ncf = arrays["node_config_feat"]
+    np.savez_compressed(path, **{**arrays, "node_config_feat": np.asfortranarray(ncf)})
+    g = read_graph(path, "layout:xla:default", "train")
+    np.testing.assert_array_equal(g.node_config_feat, ncf.astype(np.int8))
+
+
+def _deflated(layout_file):
+    """The layout file, written deflated, and where node_config_feat's deflated bytes lie."""
+    arrays, path = layout_file
+    np.savez_compressed(path, **arrays)
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo("node_config_feat.npy")
+    raw = bytearray(path.read_bytes())
+    name_len, extra_len = np.frombuffer(raw[info.header_offset + 26:info.header_offset + 30],
+                                        "<u2")
+    return path, raw, info.header_offset + 30 + int(name_len) + int(extra_len), info.compress_size
+
+
+def test_corrupt_node_config_feat_is_an_error_naming_the_file(layout_file):
+    path, raw, start, size = _deflated(layout_file)
+    raw[start + size // 2] ^= 0xFF          # a flipped byte: a bad stream or a CRC mismatch
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DataFormatError, match="deflate stream|CRC-32") as err:
+        read_graph(path, "layout:xla:default", "train")
+    assert str(path) in str(err.value)
+
+
+def test_truncated_node_config_feat_is_an_error_naming_the_file(layout_file):
+    arrays, path = layout_file
+    ncf = arrays["node_config_feat"].astype(np.float32)
+    np.savez_compressed(path, **{k: v for k, v in arrays.items() if k != "node_config_feat"})
+    with zipfile.ZipFile(path, "a", zipfile.ZIP_DEFLATED) as zf, \
+            zf.open("node_config_feat.npy", "w") as fp:
+        np.lib.format.write_array_header_1_0(fp, np.lib.format.header_data_from_array_1_0(ncf))
+        fp.write(ncf.tobytes()[:ncf.nbytes // 2])      # the header promises twice as much
+    with pytest.raises(DataFormatError, match="node_config_feat.*ends early") as err:
+        read_graph(path, "layout:xla:default", "train")
+    assert str(path) in str(err.value)
 
 
 @pytest.fixture
@@ -105,13 +142,15 @@ def test_bad_layout_files_name_file_and_key(layout_file, change, message):
     assert str(path) in str(err.value)
 
 
-@pytest.mark.parametrize("bad_value", [7.0, -2.0, 0.5])
+@pytest.mark.parametrize("bad_value", [7.0, -2.0, 0.5, np.nan, np.inf, 1e30])
 def test_layout_values_outside_minus1_to_5_are_rejected(layout_file, bad_value):
     ncf = layout_file[0]["node_config_feat"].copy()
     ncf[-1, 0, 3] = bad_value
     path = _broken(layout_file, node_config_feat=ncf)
-    with pytest.raises(DataFormatError, match="node_config_feat.*-1..5"):
-        read_graph(path, "layout:xla:default", "train", chunk_mb=0.001)
+    last = tuple(n - 1 for n in ncf.shape[:1]) + (0, 3)
+    for piece_bytes in (8, 2**30):       # the bad value's index is its index in the whole array
+        with pytest.raises(DataFormatError, match=rf"node_config_feat.*-1..5.*{last}"):
+            read_graph(path, "layout:xla:default", "train", piece_bytes=piece_bytes)
 
 
 def test_runtime_of_wrong_length_or_dtype(layout_file):
