@@ -12,18 +12,29 @@ from features.per_config import (GROUP_OF_OPCODE, NODE_QUANTITIES, default_layou
                                  layout_full, layout_static, padded_shapes, value_counts)
 
 
-def test_row_hash_is_fnv1a_and_separates_rows(rng):
-    rows = rng.integers(0, 256, (50, 37)).astype(np.uint8)
+def test_row_hash_is_wordwise_fnv1a_and_separates_rows(rng):
+    rows = rng.integers(0, 256, (50, 37)).astype(np.uint8)     # 4 words and 5 bytes left
     rows[7] = rows[3]
 
-    def fnv(b):
+    def reference(b):
         h = 14695981039346656037
-        for x in b:
-            h = ((h ^ int(x)) * 1099511628211) % 2**64
+        steps = [int.from_bytes(bytes(b[i:i + 8]), "little") for i in range(0, 32, 8)]
+        for x in steps + [int(x) for x in b[32:]]:
+            h = ((h ^ x) * 1099511628211) % 2**64
+            h ^= h >> 29
         return h
     got = K.row_hash(rows)
-    assert [int(v) for v in got] == [fnv(r) for r in rows]
+    assert [int(v) for v in got] == [reference(r) for r in rows]
     assert got[7] == got[3] and np.unique(got).size == 49
+
+
+def test_row_hash_separates_every_single_byte_change():
+    base = np.zeros(72, np.uint8)
+    changed = np.repeat(base[None], 72 * 7 + 1, axis=0)
+    for pos in range(72):
+        for j, value in enumerate((1, 2, 4, 8, 16, 128, 255)):
+            changed[1 + 7 * pos + j, pos] = value
+    assert np.unique(K.row_hash(changed)).size == changed.shape[0]
 
 
 def test_config_codes_are_base7(rng):
