@@ -215,6 +215,9 @@ def read_node_config_feat(zf: zipfile.ZipFile, path: Path, piece_bytes: int = PI
     with MemberReader(path, zf, "node_config_feat.npy") as fp:
         shape, fortran, dtype = _npy_header(fp)
         _check_node_config_feat(shape, dtype, path)
+        if out is not None and (out.shape != tuple(shape) or not out.flags.c_contiguous
+                                or out.dtype != np.int8):
+            raise ValueError(f"out must be a C-contiguous int8 array of shape {tuple(shape)}")
         result = np.empty(shape, dtype=np.int8) if out is None else out
         if fortran:  # rare; not streamable, read whole
             raw = _read_exact(fp, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, path)
@@ -296,7 +299,7 @@ def _to_int8(chunk: np.ndarray, path: Path, start: int, *, shape: tuple | None =
         bad = -1 if ok else int(np.flatnonzero((as_int < -1) | (as_int > 5))[0])
     else:
         as_int = np.empty(chunk.shape, np.int8) if out is None else out
-        bad = kernels.to_int8_checked(np.ascontiguousarray(chunk), as_int)
+        bad = kernels.to_int8_checked(np.ascontiguousarray(_kernel_dtype(chunk)), as_int)
     if bad >= 0:
         value = chunk.reshape(-1)[bad].item()
         if shape is None:
@@ -307,6 +310,14 @@ def _to_int8(chunk: np.ndarray, path: Path, start: int, *, shape: tuple | None =
         raise DataFormatError(f"{path}: key 'node_config_feat': expected integers in -1..5, "
                               f"found {value!r} at index {bad_pos}")
     return as_int
+
+
+def _kernel_dtype(values: np.ndarray) -> np.ndarray:
+    """Numba takes native byte order and floats of 4 or 8 bytes: others are converted (exactly)."""
+    dt = values.dtype
+    if dt.kind == "f" and dt.itemsize < 4:
+        return values.astype(np.float32)
+    return values if dt.isnative else values.astype(dt.newbyteorder("="))
 
 
 def _expect(cond: bool, path: Path, key: str, expected: str, found) -> None:

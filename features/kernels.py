@@ -59,7 +59,9 @@ def to_int8_checked(values, out):
     bad = False
     for i in range(flat_in.size):
         v = flat_in[i]
-        w = np.int8(min(max(v, -2.0), 6.0))     # clamped first: casting 1e30 is undefined
+        c = v if v > -2.0 else -2.0             # clamped first: casting 1e30 or NaN is
+        c = c if c < 6.0 else 6.0               # undefined (NaN fails both tests: -2)
+        w = np.int8(c)
         bad |= (w != v) | (w < -1) | (w > 5)    # NaN compares unequal to everything
         flat_out[i] = w
     if not bad:

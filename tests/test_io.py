@@ -7,6 +7,7 @@ import zipfile
 import numpy as np
 import pytest
 
+from features import inflate
 from features.io import (COLLECTIONS, SPLITS, DataFormatError, chunk_rows, list_npz, read_graph,
                          resolve_npz_root)
 from features.sample import write_npz
@@ -60,7 +61,8 @@ def test_missing_root_resolves_to_none(tmp_path):
 
 
 @pytest.mark.parametrize("savez", [np.savez_compressed, np.savez])   # deflated and stored
-def test_read_in_pieces_equals_numpy_load(tiny_npz, tmp_path, savez):
+def test_read_in_pieces_equals_numpy_load(tiny_npz, tmp_path, savez, monkeypatch):
+    monkeypatch.setattr(inflate, "INPUT_BYTES", 64)     # the deflated input is refilled often
     arrays = _arrays(list_npz(tiny_npz, "layout:xla:random", "train")[0])
     savez(tmp_path / "g.npz", **arrays)
     for piece_bytes in (4, 1000, 2**30):     # one value per piece, a few hundred, the whole file
@@ -69,12 +71,27 @@ def test_read_in_pieces_equals_numpy_load(tiny_npz, tmp_path, savez):
                                       arrays["node_config_feat"].astype(np.int8))
 
 
-def test_fortran_ordered_node_config_feat_reads_the_same(layout_file):
+@pytest.mark.parametrize("stored", [np.asfortranarray, lambda a: a.astype(">f4"),
+                                    lambda a: a.astype(np.float16), lambda a: a.astype(np.int64)])
+def test_other_layouts_and_dtypes_of_node_config_feat_read_the_same(layout_file, stored):
     arrays, path = layout_file
     ncf = arrays["node_config_feat"]
-    np.savez_compressed(path, **{**arrays, "node_config_feat": np.asfortranarray(ncf)})
+    np.savez_compressed(path, **{**arrays, "node_config_feat": stored(ncf)})
     g = read_graph(path, "layout:xla:default", "train")
     np.testing.assert_array_equal(g.node_config_feat, ncf.astype(np.int8))
+
+
+def test_a_wrong_crc_is_an_error_naming_the_file(layout_file):
+    path, raw, _, _ = _deflated(layout_file)
+    with zipfile.ZipFile(path) as zf:
+        crc = zf.getinfo("node_config_feat.npy").CRC
+    central = raw.rfind(b"PK\x01\x02", 0, raw.rfind(b"node_config_feat.npy"))
+    assert int.from_bytes(raw[central + 16:central + 20], "little") == crc
+    raw[central + 16:central + 20] = (crc ^ 1).to_bytes(4, "little")     # the data is intact
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DataFormatError, match="CRC-32") as err:
+        read_graph(path, "layout:xla:default", "train")
+    assert str(path) in str(err.value)
 
 
 def _deflated(layout_file):

@@ -29,9 +29,9 @@ def test_row_hash_is_wordwise_fnv1a_and_separates_rows(rng):
 
 
 def test_row_hash_separates_every_single_byte_change():
-    base = np.zeros(72, np.uint8)
-    changed = np.repeat(base[None], 72 * 7 + 1, axis=0)
-    for pos in range(72):
+    base = np.zeros(76, np.uint8)                  # 9 words and 4 bytes left over
+    changed = np.repeat(base[None], 76 * 7 + 1, axis=0)
+    for pos in range(76):
         for j, value in enumerate((1, 2, 4, 8, 16, 128, 255)):
             changed[1 + 7 * pos + j, pos] = value
     assert np.unique(K.row_hash(changed)).size == changed.shape[0]
@@ -375,16 +375,24 @@ def test_static_tables_on_a_hand_built_graph():
     assert padded_shapes(nf)[1, :2].tolist() == [2048, 1]
 
 
-def test_to_int8_checked_converts_and_finds_the_first_bad_value(rng):
-    values = rng.integers(-1, 6, (5, 4, 18)).astype(np.float32)
+FLOAT_BAD = (6.0, -2.0, 2.5, -1.5, 5.5, 1e-7, np.nan, np.inf, -np.inf, 1e30, -1e30)
+INT_BAD = (6, -2, 127, -128, 2**31 - 1)
+
+
+@pytest.mark.parametrize("dtype, bad_values", [
+    (np.float32, FLOAT_BAD), (np.float64, FLOAT_BAD + (5 + 1e-12, -1 - 1e-12)),
+    (np.int64, INT_BAD + (2**62, -2**62)), (np.uint64, (6, 255, 2**64 - 1)),
+    (np.int32, INT_BAD)])
+def test_to_int8_checked_converts_and_finds_the_first_bad_value(rng, dtype, bad_values):
+    values = rng.integers(-1 if np.dtype(dtype).kind != "u" else 0, 6, (5, 4, 18)).astype(dtype)
     out = np.empty(values.shape, np.int8)
     assert K.to_int8_checked(values, out) == -1
     np.testing.assert_array_equal(out, values.astype(np.int8))
-    for bad in (6.0, -2.0, 2.5, np.nan):
+    for bad in bad_values:
         broken = values.copy()
         broken[3, 1, 7] = bad
-        broken[4, 0, 0] = 9.0
-        assert K.to_int8_checked(broken, out) == np.ravel_multi_index((3, 1, 7), values.shape)
+        broken[4, 0, 0] = 9
+        assert K.to_int8_checked(broken, out) == np.ravel_multi_index((3, 1, 7), values.shape), bad
 
 
 def test_slots_set_matches_numpy(rng):
