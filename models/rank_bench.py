@@ -7,8 +7,8 @@ configs. Each candidate draws every node's layout from `node_values` values of t
 in real files: among 1,000 configs of a dev file a node takes a median of 50 distinct values
 (efficientnet_b1 layout:xla:random; albert_base layout:nlp:random: 21). Warm calls whose
 candidates are all fresh random draws (about 670 distinct values per node) are timed too, as
-the worst case. Models are LambdaRank with the default settings trained to all 600 rounds (no
-early stopping), the largest a default run makes. Targets per 1,000 layout candidates:
+the worst case. Models are LambdaRank with the default settings trained to all their rounds
+(no early stopping), the largest a default run makes. Targets per 1,000 layout candidates:
 warm <= 100 ms, cold <= 1 s. A profile of one warm call says where its time goes.
 
 With `real_file` (bench --rank-file), a real layout file is timed as well: cold on its own

@@ -36,11 +36,12 @@ def test_layout_build_time_is_counts_times_unit_costs():
     # read: every config of every file; graph: every node of every graph; two workers
     assert p.build_s == pytest.approx((10 * 5000 + 2 * 4000) * 400e-9 / 2 + 12 * 3000e-6 / 2)
     assert p.submit_s == pytest.approx(3 * (1000 * 400e-9 + 3000e-6) / 2)
-    assert p.train_rows == 10 * 2000 and p.train_s == 0
+    cap = FeatureConfig().max_train_configs_layout
+    assert p.train_rows == 10 * cap and p.train_s == 0
     e = pj.project("layout:xla:random", n, replace(ZERO, entry=2.0))   # one per split
     assert (e.build_s, e.submit_s) == (4.0, 2.0)
     f = pj.project("layout:xla:random", n, replace(ZERO, featurize=1e-9))
-    rows = 10 * pj.featurized(5000, 2000) + 2 * pj.featurized(4000, 1000)
+    rows = 10 * pj.featurized(5000, cap) + 2 * pj.featurized(4000, 1000)
     assert f.build_s == pytest.approx(rows * 400e-9 / 2)
 
 
