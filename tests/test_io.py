@@ -77,8 +77,9 @@ def test_other_layouts_and_dtypes_of_node_config_feat_read_the_same(layout_file,
     arrays, path = layout_file
     ncf = arrays["node_config_feat"]
     np.savez_compressed(path, **{**arrays, "node_config_feat": stored(ncf)})
-    g = read_graph(path, "layout:xla:default", "train")
-    np.testing.assert_array_equal(g.node_config_feat, ncf.astype(np.int8))
+    for packed_dir in (None, path.parent / "packed"):      # in memory, and the int8 copy
+        g = read_graph(path, "layout:xla:default", "train", packed_dir=packed_dir)
+        np.testing.assert_array_equal(g.node_config_feat, ncf.astype(np.int8))
 
 
 def test_a_wrong_crc_is_an_error_naming_the_file(layout_file):
