@@ -281,7 +281,8 @@ def per_config_stage(path: Path, packed_dir: Path, n_configs: int, chunk_mb: flo
     return time.perf_counter() - start
 
 
-ALL_CONFIGS = FeatureConfig(max_train_configs_layout=0, max_train_configs_tile=0)
+ALL_CONFIGS = FeatureConfig(max_train_configs_layout=0, max_train_configs_tile=0,
+                            max_read_configs_layout=0)
 
 
 def build_stage(npz_root: Path, collection: str, cache_root: Path, workers: int,

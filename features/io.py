@@ -135,19 +135,35 @@ def list_npz(npz_root: Path, collection: str, split: str) -> list[Path]:
 
 
 def read_graph(path: Path, collection: str, split: str, *, packed_dir: Path | None = None,
-               piece_bytes: int = PIECE_BYTES) -> Graph:
+               piece_bytes: int = PIECE_BYTES, max_configs: int = 0) -> Graph:
     """Read and validate one file. Raises DataFormatError naming the file, key and problem.
 
     With `packed_dir`, node_config_feat is decompressed once into an int8 .npy there and
-    memory-mapped on every later read (see packed_path)."""
+    memory-mapped on every later read (see packed_path). With `max_configs` > 0, a layout file
+    is read up to its first max_configs configs only: node_config_feat is inflated no further
+    (so its CRC, which covers the whole member, is not checked) and config_runtime is cut alike.
+    """
     path = Path(path)
     keys = TILE_KEYS if is_tile(collection) else LAYOUT_KEYS
+    rows = 0 if is_tile(collection) else max_configs
     if packed_dir is None:
-        arrays = _read_keys(path, keys, lambda zf: read_node_config_feat(zf, path, piece_bytes))
+        arrays = _read_keys(path, keys, lambda zf: read_node_config_feat(zf, path, piece_bytes,
+                                                                         rows))
     else:
         arrays = _read_keys(path, keys, lambda zf: _packed_node_config_feat(
-            zf, path, piece_bytes, Path(packed_dir)))
+            zf, path, piece_bytes, Path(packed_dir), rows))
+    if rows and arrays["config_runtime"].shape[:1] != arrays["node_config_feat"].shape[:1]:
+        arrays["config_runtime"] = _prefix_of_runtime(path, arrays)
     return _validate(Graph(path=path, collection=collection, split=split, **arrays))
+
+
+def _prefix_of_runtime(path: Path, arrays: dict) -> np.ndarray:
+    """config_runtime cut to the configs read, once the full arrays are known to agree."""
+    full = array_shapes(path, ("node_config_feat",))["node_config_feat"]
+    runtime = arrays["config_runtime"]
+    _expect(runtime.shape[:1] == full[:1], path, "config_runtime",
+            f"one runtime per config of node_config_feat ({full[0]})", runtime.shape)
+    return runtime[:arrays["node_config_feat"].shape[0]]
 
 
 def _read_keys(path: Path, keys: tuple[str, ...], read_ncf) -> dict:
@@ -204,8 +220,9 @@ def _open_npy_member(zf: zipfile.ZipFile, key: str, path: Path):
 
 
 def read_node_config_feat(zf: zipfile.ZipFile, path: Path, piece_bytes: int = PIECE_BYTES,
-                          ) -> np.ndarray:
-    """Decompress node_config_feat piece by piece into int8, never holding it as float32 whole.
+                          rows: int = 0) -> np.ndarray:
+    """Decompress node_config_feat piece by piece into int8, never holding it as float32 whole;
+    rows > 0: only its first `rows` configs.
 
     Real files reach 100,040 x hundreds x 18 float32 (GBs). Each inflated piece (a few MB, see
     inflate.py) is checked and converted while it is still in cache, so peak memory is the int8
@@ -214,11 +231,16 @@ def read_node_config_feat(zf: zipfile.ZipFile, path: Path, piece_bytes: int = PI
     with MemberReader(path, zf, "node_config_feat.npy") as fp:
         shape, fortran, dtype = _ncf_header(fp, path)
         if fortran:
-            return _read_fortran(fp, shape, dtype, path)
+            return _read_fortran(fp, shape, dtype, path)[:rows or None]
+        shape = _first_rows(shape, rows)
         result = np.empty(shape, dtype=np.int8)
         for _ in _int8_pieces(fp, shape, dtype, path, piece_bytes, result.reshape(-1)):
             pass
         return result
+
+
+def _first_rows(shape: tuple, rows: int) -> tuple:
+    return (min(shape[0], rows) if rows else shape[0],) + shape[1:]
 
 
 def _ncf_header(fp, path: Path) -> tuple[tuple, bool, np.dtype]:
@@ -263,37 +285,47 @@ def _check_node_config_feat(shape, dtype: np.dtype, path: Path) -> None:
             f"{path}: key 'node_config_feat': expected a numeric dtype, found {dtype}")
 
 
-def packed_path(path: Path, packed_dir: Path) -> Path:
-    """Where the int8 copy of a file's node_config_feat lives: named by the file's identity
-    (path, size, mtime), so a changed download never reuses a stale copy."""
+def packed_path(path: Path, packed_dir: Path, rows: int = 0) -> Path:
+    """Where the int8 copy of a file's node_config_feat (its first `rows` configs if rows > 0)
+    lives: named by the file's identity (path, size, mtime), so a changed download never reuses
+    a stale copy."""
     st = Path(path).stat()
     ident = f"{Path(path).resolve()}|{st.st_size}|{st.st_mtime_ns}|int8-v1"
-    return packed_dir / f"{Path(path).stem}-{hashlib.sha256(ident.encode()).hexdigest()[:12]}.npy"
+    prefix = f"-first{rows}" if rows else ""
+    digest = hashlib.sha256(ident.encode()).hexdigest()[:12]
+    return packed_dir / f"{Path(path).stem}{prefix}-{digest}.npy"
 
 
 def _packed_node_config_feat(zf: zipfile.ZipFile, path: Path, piece_bytes: int,
-                             packed_dir: Path) -> np.ndarray:
-    target = packed_path(path, packed_dir)
+                             packed_dir: Path, rows: int = 0) -> np.ndarray:
+    """The int8 copy (of the first `rows` configs if rows > 0), made on first use; a copy of
+    the whole file serves every prefix."""
+    whole = packed_path(path, packed_dir)
+    target = packed_path(path, packed_dir, rows)
+    if whole.exists():
+        return np.load(whole, mmap_mode="r")[:rows or None]
     if not target.exists():
         packed_dir.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
         try:
-            _write_int8_copy(zf, path, piece_bytes, tmp)
+            _write_int8_copy(zf, path, piece_bytes, tmp, rows)
             os.replace(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)
     return np.load(target, mmap_mode="r")
 
 
-def _write_int8_copy(zf: zipfile.ZipFile, path: Path, piece_bytes: int, dest: Path) -> None:
+def _write_int8_copy(zf: zipfile.ZipFile, path: Path, piece_bytes: int, dest: Path,
+                     rows: int = 0) -> None:
     """The int8 .npy of node_config_feat, written piece by piece with plain writes: filling a
     memory map instead took a page fault per 4 KB and, flushed, a synchronous write of it all
     (together about 2 s of a 100,000-config file's 5 s build)."""
     with MemberReader(path, zf, "node_config_feat.npy") as fp, open(dest, "wb") as out:
         shape, fortran, dtype = _ncf_header(fp, path)
         if fortran:
-            np.save(out, _read_fortran(fp, shape, dtype, path))
+            np.save(out, _read_fortran(fp, shape, dtype, path)[:rows or None])
             return
+        shape = _first_rows(shape, rows)
         header = {"descr": "|i1", "fortran_order": False, "shape": shape}
         np.lib.format.write_array_header_1_0(out, header)
         for piece in _int8_pieces(fp, shape, dtype, path, piece_bytes):

@@ -58,6 +58,9 @@ class FeatureConfig:
     # family CV (models/defaults_cv.json, r07 against r06); 1,000 keeps a margin and halves
     # training on real files (up to 100k configs) against the earlier 2,000
     max_train_configs_layout: int = 1000
+    # Layout train files: only their first N configs are read (0 = all). Configs sit in search
+    # order, so this trains on the start of each search, and saves inflating the rest
+    max_read_configs_layout: int = 0
     fastest_fraction: float = 0.1        # share of the cap reserved for the fastest configs
     max_valid_configs: int = 1000        # layout: like the test's 1000-config subsets
     chunk_mb: float = DEFAULT_CHUNK_MB   # node_config_feat featurized at a time
@@ -68,8 +71,8 @@ class FeatureConfig:
             raise ValueError(f"feature_set must be one of {FEATURE_SETS}, got {self.feature_set!r}")
         if not self.chunk_mb > 0:
             raise ValueError(f"chunk_mb must be positive, got {self.chunk_mb}")
-        for name in ("max_train_configs_tile", "max_train_configs_layout", "max_valid_configs",
-                     "seed"):
+        for name in ("max_train_configs_tile", "max_train_configs_layout",
+                     "max_read_configs_layout", "max_valid_configs", "seed"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (0 = no cap), got {getattr(self, name)}")
         if not 0 <= self.fastest_fraction <= 1:
@@ -211,7 +214,8 @@ def graph_feature_set(g: Graph, cfg: FeatureConfig, static: GraphStatic | None =
 def file_table(path: Path, collection: str, split: str, cfg: FeatureConfig, *,
                packed_dir: Path | None = None) -> GraphTable:
     """The rows of one input file, read and validated."""
-    g = read_graph(path, collection, split, packed_dir=packed_dir)
+    g = read_graph(path, collection, split, packed_dir=packed_dir,
+                   max_configs=cfg.max_read_configs_layout if split == "train" else 0)
     return graph_parts(g, cfg)
 
 

@@ -135,12 +135,15 @@ def unit_costs(r: BenchResult, workers: int) -> pj.UnitCosts:
     stage = {s.name: s.seconds for s in r.stages}
     s, notes = r.spec, r.notes
     c, nc = s.layout_configs, s.layout_config_nodes
-    default, every = (stage[f"build layout file, {k}, cold (npz)"]
-                      for k in ("default settings", "all configs"))
-    done = pj.featurized(c, FeatureConfig().max_train_configs_layout)
-    featurize = max(every - default, 0.0) / ((c - done) * nc)
     graph, static = notes["split"]["per_graph"], notes["split"]["static"]
-    read = max(default - done * nc * featurize - graph - static, 0.0) / (c * nc)
+    default, every = (stage[f"build layout file, {k}, cold (npz)"] - graph - static
+                      for k in ("default settings", "all configs"))
+    # default = nc * (read_c * read + done * featurize); every = nc * c * (read + featurize)
+    read_c = pj.configs_read(c, FeatureConfig())
+    done = pj.featurized(read_c, FeatureConfig().max_train_configs_layout)
+    per_both = max(every, 0.0) / (c * nc)
+    read = max((default / nc - done * per_both) / max(read_c - done, 1.0), 0.0)
+    featurize = max(per_both - read, 0.0)
     tile_build = next(t for name, t in stage.items() if name.startswith("build tile collection"))
     fit = tb.train_costs(notes["train"])
     entry = stage[ONE_FILE_ENTRY.format(workers=workers)]

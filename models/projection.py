@@ -100,6 +100,12 @@ def featurized(c: float, selected: float) -> float:
     return selected + sample - selected * sample / max(c, 1.0)
 
 
+def configs_read(c: float, cfg: FeatureConfig, split: str = "train") -> float:
+    """Configs read of a layout file of c: train files stop at max_read_configs_layout."""
+    cap = cfg.max_read_configs_layout if split == "train" else 0
+    return min(c, cap) if cap else c
+
+
 def _layout_file(u: UnitCosts, n: Counts, c: float, selected: float) -> float:
     nc = max(n.config_nodes, 1.0)
     return (c * nc * u.read + featurized(c, selected) * nc * u.featurize + n.nodes * u.graph
@@ -118,6 +124,7 @@ def project(collection: str, n: Counts, u: UnitCosts, cfg: FeatureConfig = Featu
     per_split = []
     rows = {}
     for split, files, c in zip(SPLIT_NAMES, n.files, n.configs):
+        c = c if kind == "tile" else configs_read(c, cfg, split)
         selected = min(c, keep[split]) if keep[split] else c
         rows[split] = files * selected
         per_split.append(files * (u.tile_file if kind == "tile"

@@ -42,6 +42,20 @@ def test_full_has_more_than_basic(tiny_npz, cache):
     assert any(c.startswith("z.cfg.all.") for c in full.columns)
 
 
+def test_train_rows_come_from_the_configs_read_and_valid_rows_from_all(tiny_npz, cache):
+    k = 7
+    cfg = FeatureConfig(max_read_configs_layout=k)
+    train = load_or_build(tiny_npz, "layout:xla:default", "train", cfg, cache)
+    assert train.config_idx.max() < k
+    for g, f in enumerate(list_npz(tiny_npz, "layout:xla:default", "train")):
+        rows = slice(train.ptr[g], train.ptr[g + 1])
+        runtime = read_graph(f, "layout:xla:default", "train").config_runtime[:k]
+        # the fastest of the configs read is a row, with its own runtime
+        assert train.runtime[rows].min() == runtime.min()
+    valid = load_or_build(tiny_npz, "layout:xla:default", "valid", cfg, cache)
+    assert valid.config_idx.max() >= k
+
+
 def test_build_is_deterministic(tiny_npz, tmp_path):
     a = load_or_build(tiny_npz, "layout:nlp:default", "train", FeatureConfig(), tmp_path / "a")
     b = load_or_build(tiny_npz, "layout:nlp:default", "train", FeatureConfig(), tmp_path / "b")

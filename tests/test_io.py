@@ -93,9 +93,31 @@ def test_a_wrong_crc_is_an_error_naming_the_file(layout_file):
     _fails_naming_the_file(path, "CRC-32")
 
 
-def _fails_naming_the_file(path, match: str) -> None:
+def test_a_prefix_read_is_the_first_configs_of_a_whole_read(tiny_npz, tmp_path):
+    f = list_npz(tiny_npz, "layout:xla:random", "train")[0]
+    whole = _arrays(f)
+    k = whole["config_runtime"].size // 3
+    packed = tmp_path / "packed"
+    for packed_dir in (None, packed, packed):       # in memory, a prefix copy, then reusing it
+        g = read_graph(f, "layout:xla:random", "train", packed_dir=packed_dir, max_configs=k)
+        np.testing.assert_array_equal(g.node_config_feat, whole["node_config_feat"][:k])
+        np.testing.assert_array_equal(g.config_runtime, whole["config_runtime"][:k])
+    read_graph(f, "layout:xla:random", "train", packed_dir=packed)     # the whole file's copy
+    from_whole = read_graph(f, "layout:xla:random", "train", packed_dir=packed, max_configs=k)
+    np.testing.assert_array_equal(from_whole.node_config_feat, whole["node_config_feat"][:k])
+    many = read_graph(f, "layout:xla:random", "train", max_configs=10**6)    # more than it has
+    assert many.n_configs == whole["config_runtime"].size
+
+
+def test_a_prefix_read_still_checks_runtimes_against_configs(layout_file):
+    arrays, _ = layout_file
+    path = _broken(layout_file, config_runtime=arrays["config_runtime"][:-1])
+    _fails_naming_the_file(path, "config_runtime", max_configs=2)
+
+
+def _fails_naming_the_file(path, match: str, **read) -> None:
     with pytest.raises(DataFormatError, match=match) as err:
-        read_graph(path, "layout:xla:default", "train")
+        read_graph(path, "layout:xla:default", "train", **read)
     assert str(path) in str(err.value)
 
 

@@ -45,6 +45,17 @@ def test_layout_build_time_is_counts_times_unit_costs():
     assert f.build_s == pytest.approx(rows * 400e-9 / 2)
 
 
+def test_train_files_are_read_up_to_max_read_configs_layout():
+    n = pj.Counts(files=(10, 2, 3), configs=(5000.0, 4000.0, 1000.0), nodes=3000.0,
+                  config_nodes=400.0)
+    cfg = FeatureConfig(max_read_configs_layout=1500)
+    p = pj.project("layout:xla:random", n, replace(ZERO, read=1e-9), cfg)
+    # train files stop at 1,500 configs; validation and test files are read whole
+    assert p.build_s == pytest.approx((10 * 1500 + 2 * 4000) * 400e-9 / 2)
+    assert p.submit_s == pytest.approx(3 * 1000 * 400e-9 / 2)
+    assert p.train_rows == 10 * min(1500, cfg.max_train_configs_layout)
+
+
 def test_training_time_grows_with_rows_rounds_and_columns():
     n = pj.Counts(files=(100, 10, 10), configs=(1500.0,) * 3, nodes=40.0, config_nodes=0.0)
     u = replace(ZERO, train=1e-9)
@@ -82,8 +93,9 @@ def _bench_result(spec: fb.BenchSpec) -> BenchResult:
     """Stage times built from chosen unit costs, so unit_costs must recover them."""
     c, nc = spec.layout_configs, spec.layout_config_nodes
     read, featurize, graph_s, static_s = 2e-9, 5e-9, 0.5, 0.8
-    done = pj.featurized(c, FeatureConfig().max_train_configs_layout)
-    default = c * nc * read + done * nc * featurize + graph_s + static_s
+    read_c = pj.configs_read(c, FeatureConfig())          # a prefix, if the defaults cut one
+    done = pj.featurized(read_c, FeatureConfig().max_train_configs_layout)
+    default = read_c * nc * read + done * nc * featurize + graph_s + static_s
     every = c * nc * read + c * nc * featurize + graph_s + static_s
     stages = [fb.Stage(name, [fb.Run(t, 100.0)]) for name, t in (
         ("build layout file, default settings, cold (npz)", default),
