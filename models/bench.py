@@ -20,6 +20,7 @@ from .rank_bench import QUICK_RANK, RankSpec, format_rank_notes, rank_notes
 
 ONE_FILE_ENTRY = "build an entry of one tile file ({workers} workers)"
 FLOOR_TARGET = 1.5  # full-size build time / the decompression floor
+PREFIX_EXAMPLE = 20_000   # the projection is also printed for train files read this far
 RSS_MARGIN_MB = 1024  # full-size peak RSS target: 3 x the int8 copy + this
 
 
@@ -176,7 +177,16 @@ def _projection(r: BenchResult) -> list[str]:
             *pj.format_projection([pj.project(c, n, u) for c, n in pj.DOWNLOAD.items()],
                                   "projected for the full download (counts: "
                                   "models/projection.DOWNLOAD; train at every default round, "
-                                  "an upper bound):", r.judged)]
+                                  "an upper bound):", r.judged),
+            _prefix_line(u)]
+
+
+def _prefix_line(u: pj.UnitCosts) -> str:
+    """The trade-off users can make: train files read to a prefix (quality cost: README)."""
+    cfg = FeatureConfig(max_read_configs_layout=PREFIX_EXAMPLE)
+    total = sum(pj.project(c, n, u, cfg).total_s for c, n in pj.DOWNLOAD.items())
+    return (f"with --feature max_read_configs_layout={PREFIX_EXAMPLE} (layout train files read "
+            f"to their first {PREFIX_EXAMPLE:,} configs): end to end {total / 60:.1f} min")
 
 
 def _load(avg) -> str:
