@@ -5,6 +5,9 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
+import sys
+import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -20,6 +23,7 @@ from .rank_bench import QUICK_RANK, RankSpec, format_rank_notes, rank_notes
 
 ONE_FILE_ENTRY = "build an entry of one tile file ({workers} workers)"
 FLOOR_TARGET = 1.5  # full-size build time / the decompression floor
+PIPELINE = Path(__file__).resolve().parents[1] / "pipeline.py"
 PREFIX_EXAMPLE = 20_000   # the projection is also printed for train files read this far
 RSS_MARGIN_MB = 1024  # full-size peak RSS target: 3 x the int8 copy + this
 
@@ -60,13 +64,26 @@ def run_bench(cache_root: Path, spec: fb.BenchSpec, *, workers: int = 2, repeat:
     # The ranking API is timed once, after the rounds: it trains its own models first.
     notes = {**fb.median_notes(rounds),
              "ranking": rank_notes(replace(QUICK_RANK if spec == fb.QUICK else RankSpec(),
-                                           real_file=str(rank_file or "")), log)}
+                                           real_file=str(rank_file or "")), log),
+             "command_s": _command_start(repeat)}
     result = BenchResult(spec, inputs, before, os.getloadavg(), list(record.stages.values()),
                          notes)
     result = replace(result, units=unit_costs(result, workers))
     write_atomically(root / "bench.json", lambda tmp: tmp.write_text(json.dumps(
         _record(result), indent=1, default=str)))
     return result
+
+
+def _command_start(repeat: int) -> float:
+    """Median wall seconds of `python pipeline.py --help`: what starting a command costs
+    (interpreter, imports, Numba kernels from their cache) before it does any work."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, str(PIPELINE), "--help"], check=True,
+                       stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def _record(r: BenchResult) -> dict:
@@ -153,6 +170,7 @@ def unit_costs(r: BenchResult, workers: int) -> pj.UnitCosts:
                         entry=entry, train_round=fit.round, train=fit.row, pair=fit.pair,
                         layout_row=tb.layout_row_cost(notes["layout_train"]), watched=fit.watched,
                         predict=fit.predict, tile_columns=int(notes["train"]["columns"]),
+                        command=notes.get("command_s", 0.0),
                         layout_columns=int(notes["ranking"]["parts"]["columns"]), workers=workers)
 
 
@@ -177,14 +195,15 @@ def _projection(r: BenchResult) -> list[str]:
             *pj.format_projection([pj.project(c, n, u) for c, n in pj.DOWNLOAD.items()],
                                   "projected for the full download (counts: "
                                   "models/projection.DOWNLOAD; train at every default round, "
-                                  "an upper bound):", r.judged),
+                                  "an upper bound):", r.judged, u.command),
             _prefix_line(u)]
 
 
 def _prefix_line(u: pj.UnitCosts) -> str:
     """The trade-off users can make: train files read to a prefix (quality cost: README)."""
     cfg = FeatureConfig(max_read_configs_layout=PREFIX_EXAMPLE)
-    total = sum(pj.project(c, n, u, cfg).total_s for c, n in pj.DOWNLOAD.items())
+    total = pj.end_to_end_s([pj.project(c, n, u, cfg) for c, n in pj.DOWNLOAD.items()],
+                            u.command)
     return (f"with --feature max_read_configs_layout={PREFIX_EXAMPLE} (layout train files read "
             f"to their first {PREFIX_EXAMPLE:,} configs): end to end {total / 60:.1f} min")
 

@@ -90,7 +90,8 @@ def metric_by_round(history: list[dict], metric: str) -> bytes:
         line, = ax.plot(h["rounds"], score, lw=1.5, label=f"seed {h['seed']}")
         ax.axvline(h["best_iteration"], color=line.get_color(), ls="--", lw=1)
     ax.set_xlabel("boosting rounds (dashed: rounds the saved model keeps)")
-    ax.set_ylabel(f"validation {metric}")
+    graphs = history[0].get("graphs") if history else None
+    ax.set_ylabel(f"validation {metric}" + (f"\n({graphs} graphs)" if graphs else ""))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _png(fig)

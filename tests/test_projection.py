@@ -106,7 +106,7 @@ def _bench_result(spec: fb.BenchSpec) -> BenchResult:
              "train": _fits(per_round=0.01, row=3e-9, pair=4e-10, watched=2e-7, predict=1e-10),
              "layout_train": {"small_rows": 10_000, "large_rows": 30_000, "small_s": 1.0,
                               "large_s": 1.0 + 20_000 * tb.LAYOUT_ROUNDS * 4e-6},
-             "ranking": {"parts": {"columns": 650}}}
+             "ranking": {"parts": {"columns": 650}}, "command_s": 3.5}
     return BenchResult(spec, fb.Inputs(Path("x"), Path("y"), False),
                        fb.Conditions(2, 2, (0.0, 0.0, 0.0), {}), (0.0, 0.0, 0.0), stages, notes)
 
@@ -122,7 +122,7 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
     assert u.pair == pytest.approx(4e-10) and u.layout_row == pytest.approx(4e-6)
     assert u.entry == pytest.approx(1.5)
     assert u.watched == pytest.approx(2e-7) and u.predict == pytest.approx(1e-10)
-    assert (u.tile_columns, u.layout_columns, u.workers) == (50, 650, 2)
+    assert (u.tile_columns, u.layout_columns, u.workers, u.command) == (50, 650, 2, 3.5)
 
 
 def _fits(per_round, row, pair, watched, predict, cols=50):
@@ -153,5 +153,8 @@ def test_projection_is_judged_only_at_full_size():
     p = [pj.Projection("tile:xla", 100.0, 1500.0, 300.0, 10, 9000.0)]
     judged = "\n".join(pj.format_projection(p, "t", judged=True))
     assert "31.7 min" in judged and "30-minute target MISSED" in judged
+    # three commands starting at 20 s each add a minute
+    assert "32.7 min with 3 command starts of 20.0 s" in "\n".join(
+        pj.format_projection(p, "t", judged=True, command_s=20.0))
     assert "8,192 MB target MISSED" in judged
     assert "target" not in "\n".join(pj.format_projection(p, "t", judged=False))

@@ -16,7 +16,7 @@ import features
 import pipeline
 from features import FeatureConfig, FeatureSet
 from features.io import list_npz
-from models import RANKERS
+from models import RANKERS, diagnostics, metrics
 from models.base import apply_overrides
 from models.diagnostics import default_first_per_graph
 from models.lgbm import LambdaRank
@@ -128,6 +128,21 @@ def test_history_and_gain_agree_with_the_saved_models(trained_run):
         want = {n: g / gain.sum() for n, g in zip(names, gain) if g > 0}
         assert diag["gain_share"] == pytest.approx(want)
         assert list(diag["gain_share"]) == sorted(want, key=lambda n: -want[n])
+
+
+def test_history_is_scored_on_the_first_whole_graphs_within_its_row_budget(rng, monkeypatch):
+    train, valid = make_ranking(rng, [80] * 6), make_ranking(rng, [60, 50, 70, 40])
+    model = LambdaRank(apply_overrides(RANKERS["lambdarank"][1]["layout"],
+                                       {"n_estimators": 20, "early_stopping": 5})).fit(train, valid)
+    monkeypatch.setattr(diagnostics, "HISTORY_ROWS", 130)     # graphs of 60 + 50 rows fit
+    h = diagnostics.metric_by_round([model], valid)[0]
+    first = valid.take_graphs(np.arange(2))
+    final = metrics.collection_score(metrics.per_graph_scores(
+        first.collection, model.predict(first), first.runtime, first.ptr))
+    assert h["graphs"] == 2 and h["score"][h["rounds"].index(model.best_iteration_)] == \
+        pytest.approx(final, abs=1e-9)
+    monkeypatch.setattr(diagnostics, "HISTORY_ROWS", 10)      # never fewer than one graph
+    assert diagnostics.metric_by_round([model], valid)[0]["graphs"] == 1
 
 
 @pytest.mark.parametrize("ranker", sorted(RANKERS))
