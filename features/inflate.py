@@ -4,7 +4,8 @@ enough to stay in the CPU cache.
 Why not `zipfile`: `ZipFile.open(...).read(n)` inflates with the standard zlib into buffers as
 large as the reader asks for. On the bench's 100,000-config file (2.9 GB of float32
 node_config_feat, 180 MB deflated), reading it in 128 MB pieces took 9.3 s. Inflating into
-8 MB pieces took 2.7 s with the standard zlib and 1.1 s with ISA-L (`isal`, see pyproject.toml).
+1-8 MB pieces took 2.7 s with the standard zlib and 1.1-1.2 s with ISA-L (`isal`, see
+pyproject.toml).
 Decompression is the largest cost of a build on the real download, so this is where it goes.
 
 The member's CRC-32 is checked once the whole member has been read, as zipfile does; a caller
