@@ -75,8 +75,9 @@ def run_bench(cache_root: Path, spec: fb.BenchSpec, *, workers: int = 2, repeat:
 
 
 def _command_start(repeat: int) -> float:
-    """Median wall seconds of `python pipeline.py --help`: what starting a command costs
-    (interpreter, imports, Numba kernels from their cache) before it does any work."""
+    """Median wall seconds of `python pipeline.py --help`: what starting a command costs (the
+    interpreter and every import) before it does any work. It leaves out loading each Numba
+    kernel from its cache, which happens at the kernel's first call, so it is a lower bound."""
     times = []
     for _ in range(repeat):
         start = time.perf_counter()

@@ -77,7 +77,7 @@ class UnitCosts:
     tile_columns: int
     layout_columns: int
     workers: int         # build processes the projection assumes
-    command: float = 0.0  # starting one command (interpreter, imports, Numba cache)
+    command: float = 0.0  # starting one command: interpreter and imports
 
 
 @dataclass(frozen=True)
