@@ -141,7 +141,10 @@ def default_config_rows(npz_root: Path, data: FeatureSet, split: str, cache_root
         return out
     for g, graph_id in enumerate(data.graph_ids):
         path = Path(npz_root) / collection_dir(data.collection) / split / f"{graph_id}.npz"
-        graph = read_graph(path, data.collection, split, packed_dir=packed_root(cache_root))
         rows = slice(data.ptr[g], data.ptr[g + 1])
-        out[rows] = (np.asarray(graph.node_config_feat[data.config_idx[rows]]) < 0).all(axis=(1, 2))
+        wanted = np.unique(data.config_idx[rows])
+        graph = read_graph(path, data.collection, split, packed_dir=packed_root(cache_root),
+                           keep=lambda _runtime: wanted)
+        held = graph.held(data.config_idx[rows])
+        out[rows] = (np.asarray(graph.node_config_feat[held]) < 0).all(axis=(1, 2))
     return out

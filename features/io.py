@@ -72,6 +72,11 @@ class Graph(NamedTuple):
     [u, v] meaning u consumes v; config_runtime (c,) int64 (zeros in test);
     tile: config_feat (c, 24) float32, config_runtime_normalizers (c,) int64;
     layout: node_config_ids (nc,) int64, node_config_feat (c, nc, 18) int8, node_splits (s,) int64.
+
+    A layout read that keeps only some configs (read_graph's `keep`) holds node_config_feat
+    (k, nc, 18) of the configs at file positions config_index (k,), ascending, and what it
+    computed over every config on the way: row_hashes (c,) uint64 (kernels.row_hash, the dedup
+    key) and config_slots (nc, 3) (kernels.slots_set). config_runtime still has all c.
     """
 
     path: Path
@@ -86,10 +91,30 @@ class Graph(NamedTuple):
     node_config_ids: np.ndarray | None = None
     node_config_feat: np.ndarray | None = None
     node_splits: np.ndarray | None = None
+    config_index: np.ndarray | None = None
+    row_hashes: np.ndarray | None = None
+    config_slots: np.ndarray | None = None
 
     @property
     def graph_id(self) -> str:
         return self.path.stem
+
+    def held(self, positions: np.ndarray) -> np.ndarray:
+        """node_config_feat's row of each config at the given file positions."""
+        positions = np.asarray(positions, np.int64)
+        if self.config_index is None:
+            return positions
+        at = np.searchsorted(self.config_index, positions)
+        if positions.size and (at.max() >= self.config_index.size
+                               or np.any(self.config_index[at] != positions)):
+            raise ValueError(f"{self.path}: configs {positions[:8]}... were not kept by the read")
+        return at
+
+    def slots(self) -> np.ndarray:
+        """(nc, 3) kernels.slots_set over every config of the file."""
+        if self.config_slots is not None:
+            return self.config_slots
+        return kernels.slots_set(self.node_config_feat)
 
     @property
     def n_configs(self) -> int:
@@ -135,26 +160,40 @@ def list_npz(npz_root: Path, collection: str, split: str) -> list[Path]:
 
 
 def read_graph(path: Path, collection: str, split: str, *, packed_dir: Path | None = None,
-               piece_bytes: int = PIECE_BYTES, max_configs: int = 0) -> Graph:
+               piece_bytes: int = PIECE_BYTES, max_configs: int = 0, keep=None) -> Graph:
     """Read and validate one file. Raises DataFormatError naming the file, key and problem.
 
     With `packed_dir`, node_config_feat is decompressed once into an int8 .npy there and
     memory-mapped on every later read (see packed_path). With `max_configs` > 0, a layout file
     is read up to its first max_configs configs only: node_config_feat is inflated no further
     (so its CRC, which covers the whole member, is not checked) and config_runtime is cut alike.
+
+    keep(config_runtime) -> sorted file positions, or None for all: a layout file whose whole
+    int8 copy is not in packed_dir yet is then streamed once, every value checked, and only
+    those configs held (see Graph); nothing is written to packed_dir.
     """
     path = Path(path)
     keys = TILE_KEYS if is_tile(collection) else LAYOUT_KEYS
     rows = 0 if is_tile(collection) else max_configs
-    if packed_dir is None:
+    if keep is not None and not is_tile(collection) and not (
+            packed_dir is not None and packed_path(path, Path(packed_dir)).exists()):
+        arrays = _read_keys(path, keys, lambda zf, runtime: _kept_configs(
+            zf, path, piece_bytes, rows, runtime, keep), with_runtime=True)
+        arrays.update(arrays.pop("node_config_feat"))
+    elif packed_dir is None:
         arrays = _read_keys(path, keys, lambda zf: read_node_config_feat(zf, path, piece_bytes,
                                                                          rows))
     else:
         arrays = _read_keys(path, keys, lambda zf: _packed_node_config_feat(
             zf, path, piece_bytes, Path(packed_dir), rows))
-    if rows and arrays["config_runtime"].shape[:1] != arrays["node_config_feat"].shape[:1]:
+    if rows and arrays["config_runtime"].shape[:1] != _configs_read(arrays):
         arrays["config_runtime"] = _prefix_of_runtime(path, arrays)
     return _validate(Graph(path=path, collection=collection, split=split, **arrays))
+
+
+def _configs_read(arrays: dict) -> tuple:
+    hashes = arrays.get("row_hashes")
+    return (hashes if hashes is not None else arrays["node_config_feat"]).shape[:1]
 
 
 def _prefix_of_runtime(path: Path, arrays: dict) -> np.ndarray:
@@ -163,11 +202,12 @@ def _prefix_of_runtime(path: Path, arrays: dict) -> np.ndarray:
     runtime = arrays["config_runtime"]
     _expect(runtime.shape[:1] == full[:1], path, "config_runtime",
             f"one runtime per config of node_config_feat ({full[0]})", runtime.shape)
-    return runtime[:arrays["node_config_feat"].shape[0]]
+    return runtime[:_configs_read(arrays)[0]]
 
 
-def _read_keys(path: Path, keys: tuple[str, ...], read_ncf) -> dict:
-    """The file's arrays of `keys`, node_config_feat through read_ncf(zipfile)."""
+def _read_keys(path: Path, keys: tuple[str, ...], read_ncf, with_runtime: bool = False) -> dict:
+    """The file's arrays of `keys`, node_config_feat through read_ncf(zipfile), or
+    read_ncf(zipfile, config_runtime) with `with_runtime`."""
     try:
         with zipfile.ZipFile(path) as zf:
             present = {name.removesuffix(".npy") for name in zf.namelist()}
@@ -176,7 +216,8 @@ def _read_keys(path: Path, keys: tuple[str, ...], read_ncf) -> dict:
                 raise DataFormatError(f"{path}: missing key(s) {missing}; found {sorted(present)}")
             arrays = {k: _read_member(zf, k, path) for k in keys if k != "node_config_feat"}
             if "node_config_feat" in keys:
-                arrays["node_config_feat"] = read_ncf(zf)
+                arrays["node_config_feat"] = (read_ncf(zf, arrays["config_runtime"])
+                                              if with_runtime else read_ncf(zf))
     except DataFormatError:
         raise
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as exc:
@@ -237,6 +278,53 @@ def read_node_config_feat(zf: zipfile.ZipFile, path: Path, piece_bytes: int = PI
         for _ in _int8_pieces(fp, shape, dtype, path, piece_bytes, result.reshape(-1)):
             pass
         return result
+
+
+def _kept_configs(zf: zipfile.ZipFile, path: Path, piece_bytes: int, rows: int,
+                  runtime: np.ndarray, keep) -> dict:
+    """One pass over node_config_feat (its first `rows` configs if rows > 0) in pieces of whole
+    configs: each checked and converted to int8 while in cache, hashed, its slots counted, and
+    the configs keep(runtime of those read) names copied out. The rest is never stored: writing
+    a 100,000-config file's int8 copy and reading it back cost more than inflating it."""
+    _expect(runtime.ndim == 1, path, "config_runtime", "shape (c>0,)", runtime.shape)
+    with MemberReader(path, zf, "node_config_feat.npy") as fp:
+        shape, fortran, dtype = _ncf_header(fp, path)
+        if fortran:
+            ncf = _read_fortran(fp, shape, dtype, path)[:rows or None]
+            return _kept_of_whole(ncf, path, runtime, keep)
+        shape = _first_rows(shape, rows)
+        index = _kept_index(keep(runtime[:shape[0]]), shape[0], path)
+        config_values = shape[1] * shape[2]
+        step = max(1, piece_bytes // max(config_values * dtype.itemsize, 1))
+        scratch = np.empty((min(step, shape[0]),) + shape[1:], np.int8)
+        kept = np.empty((index.size,) + shape[1:], np.int8)
+        hashes = np.empty(shape[0], np.uint64)
+        slots = np.zeros((shape[1], 3), np.uint8)
+        for start in range(0, shape[0], step):
+            n = min(step, shape[0] - start)
+            raw = _read_exact(fp, n * config_values * dtype.itemsize, path)
+            piece = scratch[:n]
+            _to_int8(np.frombuffer(raw, dtype=dtype), path, start * config_values, shape=shape,
+                     out=piece.reshape(-1))
+            hashes[start:start + n] = kernels.row_hash(piece.reshape(n, -1).view(np.uint8))
+            np.maximum(slots, kernels.slots_set(piece), out=slots)
+            lo, hi = np.searchsorted(index, (start, start + n))
+            kept[lo:hi] = piece[index[lo:hi] - start]
+    return dict(node_config_feat=kept, config_index=index, row_hashes=hashes, config_slots=slots)
+
+
+def _kept_of_whole(ncf: np.ndarray, path: Path, runtime: np.ndarray, keep) -> dict:
+    index = _kept_index(keep(runtime[:ncf.shape[0]]), ncf.shape[0], path)
+    return dict(node_config_feat=np.ascontiguousarray(ncf[index]), config_index=index,
+                row_hashes=kernels.row_hash(ncf.reshape(ncf.shape[0], -1).view(np.uint8)),
+                config_slots=kernels.slots_set(ncf))
+
+
+def _kept_index(index, c: int, path: Path) -> np.ndarray:
+    index = np.arange(c) if index is None else np.asarray(index, np.int64)
+    if index.size and (index[0] < 0 or index[-1] >= c or np.any(np.diff(index) <= 0)):
+        raise ValueError(f"{path}: configs to keep must be ascending positions in 0..{c - 1}")
+    return index
 
 
 def _first_rows(shape: tuple, rows: int) -> tuple:
@@ -471,8 +559,13 @@ def _validate_layout(g: Graph, n: int, c: int) -> dict:
             f"node ids in 0..{n - 1}", (ids.min(initial=0), ids.max(initial=0)))
     _expect(np.unique(ids).size == ids.size, p, "node_config_ids", "unique ids", "duplicates")
     ncf = g.node_config_feat
-    _expect(ncf.shape == (c, ids.size, N_LAYOUT_CONFIG_FEAT), p, "node_config_feat",
-            f"shape ({c}, {ids.size}, {N_LAYOUT_CONFIG_FEAT})", ncf.shape)
+    held = c if g.config_index is None else g.config_index.size
+    _expect(ncf.shape == (held, ids.size, N_LAYOUT_CONFIG_FEAT), p, "node_config_feat",
+            f"shape ({held}, {ids.size}, {N_LAYOUT_CONFIG_FEAT})", ncf.shape)
+    if g.row_hashes is not None:
+        _expect(g.row_hashes.shape == (c,), p, "config_runtime",
+                f"one runtime per config of node_config_feat ({g.row_hashes.size})",
+                (c,))
     splits = _as_int(g.node_splits, p, "node_splits")
     _expect(splits.ndim == 2 and splits.shape[0] == 1, p, "node_splits", "shape (1, s)",
             splits.shape)

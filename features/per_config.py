@@ -100,7 +100,7 @@ def layout_static(g: Graph) -> LayoutStatic:
     """Everything about the configurable nodes that no config changes, computed once per graph."""
     ids, nf = g.node_config_ids, g.node_feat
     nc, rank = ids.size, ranks(nf)
-    used = K.slots_set(g.node_config_feat)[:, 1:]   # input, kernel
+    used = g.slots()[:, 1:]   # input, kernel
     pos = {int(v): k for k, v in enumerate(ids)}
     edges = R.split_edges(g)
     src = R.layout_sources(g, edges, pos)
@@ -178,9 +178,14 @@ def pad_tables(dims: np.ndarray) -> np.ndarray:
 
 def stat_rows(g: Graph, seed: int) -> np.ndarray:
     """A label-independent uniform sample (sorted) of the file's configs for within-graph stats."""
-    if g.n_configs <= STAT_CONFIGS:
-        return np.arange(g.n_configs)
-    return np.sort(graph_rng(seed, g.graph_id).choice(g.n_configs, STAT_CONFIGS, replace=False))
+    return stat_sample(g.n_configs, seed, g.graph_id)
+
+
+def stat_sample(c: int, seed: int, graph_id: str) -> np.ndarray:
+    """stat_rows of a graph of c configs, known before its configs are read."""
+    if c <= STAT_CONFIGS:
+        return np.arange(c)
+    return np.sort(graph_rng(seed, graph_id).choice(c, STAT_CONFIGS, replace=False))
 
 
 class ValueCounts(NamedTuple):
@@ -197,7 +202,7 @@ class ValueCounts(NamedTuple):
 
 def config_codes(g: Graph, rows: np.ndarray) -> np.ndarray:
     """(nc, r) int64 kernels.config_codes of the given configs, node-major."""
-    return K.config_codes(g.node_config_feat, np.asarray(rows, np.int64))
+    return K.config_codes(g.node_config_feat, g.held(rows))
 
 
 def value_counts(codes: np.ndarray) -> ValueCounts:
@@ -220,7 +225,7 @@ def _layout_chunk(g: Graph, rows: np.ndarray, st: LayoutStatic, table: ValueCoun
         codes = config_codes(g, rows)
     sums = K.layout_config_features(codes, st.si, st.sf, st.shapes, st.pad, st.defaults,
                                     st.fixed, st.roles, *table, numba.get_num_threads())
-    merges = K.merge_conversions(g.node_config_feat, rows, st.merge_pos, st.merge_fixed,
+    merges = K.merge_conversions(g.node_config_feat, g.held(rows), st.merge_pos, st.merge_fixed,
                                  st.merge_bytes, st.defaults)
     means = sums[:, :K.N_QUANT] / g.node_config_ids.size
     traffic = sums[:, list(TRAFFIC_QUANTITIES)].sum(axis=1, keepdims=True) + merges[:, 1:]
@@ -286,7 +291,7 @@ def layout_basic(g: Graph, rows: np.ndarray, *, chunk: int, seed: int = 0) -> tu
     names += [f"cfg.default_share_{s}" for s in ("out", "in", "ker")]
     parts = []
     for s in range(0, rows.size, chunk):
-        x = g.node_config_feat[rows[s:s + chunk]].astype(np.float32)
+        x = g.node_config_feat[g.held(rows[s:s + chunk])].astype(np.float32)
         default = (x.reshape(x.shape[0], x.shape[1], 3, 6) < 0).all(axis=3)
         parts.append(np.hstack([x.mean(axis=1), default.mean(axis=1)]) if x.shape[1]
                      else np.zeros((x.shape[0], len(names)), np.float32))

@@ -15,11 +15,10 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
-from . import kernels as K
 from .io import DEFAULT_CHUNK_MB, Graph, is_tile, read_graph
-from .per_config import EXTRACTORS, layout_static
+from .per_config import EXTRACTORS, layout_static, stat_sample
 from .per_graph import graph_features
-from .rows import Rows, select_rows
+from .rows import Rows, picked_configs, select_rows
 
 FEATURE_SETS = ("basic", "full")
 # Feature families, for ablation (`train --without FAMILY`): a column belongs to a family when
@@ -153,7 +152,7 @@ def static_key(g: Graph) -> str:
     configs, only the most layout slots any of them sets per node and section (layout_static
     picks each node's operands by it)."""
     h = hashlib.blake2b(g.collection.encode(), digest_size=16)
-    slots = None if g.node_config_feat is None else K.slots_set(g.node_config_feat)
+    slots = None if g.node_config_feat is None else g.slots()
     for arr in (g.node_feat, g.node_opcode, g.edge_index, g.node_config_ids, g.node_splits,
                 slots):
         if arr is not None:
@@ -178,13 +177,17 @@ class GraphTable(NamedTuple):
         return X
 
 
+def _caps(collection: str, cfg: FeatureConfig) -> dict:
+    limit = cfg.max_train_configs_tile if is_tile(collection) else cfg.max_train_configs_layout
+    return dict(max_train_configs=limit, fastest_fraction=cfg.fastest_fraction,
+                max_valid_configs=cfg.max_valid_configs, seed=cfg.seed)
+
+
 def graph_parts(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None) -> GraphTable:
     """The rows of one graph. `static`: graph_static(g, cfg) computed earlier for the same graph
     (see static_key)."""
-    limit = cfg.max_train_configs_tile if is_tile(g.collection) else cfg.max_train_configs_layout
     chunk = g.chunk_configs(cfg.chunk_mb)
-    rows = select_rows(g, max_train_configs=limit, fastest_fraction=cfg.fastest_fraction,
-                       max_valid_configs=cfg.max_valid_configs, seed=cfg.seed, chunk=chunk)
+    rows = select_rows(g, chunk=chunk, **_caps(g.collection, cfg))
     if static is None:
         static = graph_static(g, cfg)
     kind = "tile" if is_tile(g.collection) else "layout"
@@ -213,10 +216,25 @@ def graph_feature_set(g: Graph, cfg: FeatureConfig, static: GraphStatic | None =
 
 def file_table(path: Path, collection: str, split: str, cfg: FeatureConfig, *,
                packed_dir: Path | None = None) -> GraphTable:
-    """The rows of one input file, read and validated."""
+    """The rows of one input file, read and validated. Layout train and valid files with a cap
+    keep only the configs their rows and statistics use (configs_needed), and leave no int8
+    copy: their reading is then about the inflating alone."""
+    capped = (not is_tile(collection) and split in ("train", "valid")
+              and (cfg.max_train_configs_layout if split == "train" else cfg.max_valid_configs))
     g = read_graph(path, collection, split, packed_dir=packed_dir,
-                   max_configs=cfg.max_read_configs_layout if split == "train" else 0)
+                   max_configs=cfg.max_read_configs_layout if split == "train" else 0,
+                   keep=configs_needed(collection, split, Path(path).stem, cfg) if capped else None)
     return graph_parts(g, cfg)
+
+
+def configs_needed(collection: str, split: str, graph_id: str, cfg: FeatureConfig):
+    """keep(config_runtime) for io.read_graph: the configs that can become rows and those the
+    within-graph statistics sample, as sorted file positions."""
+    def keep(runtime: np.ndarray) -> np.ndarray:
+        target = np.asarray(runtime, np.float64)
+        picked = picked_configs(target, collection, split, graph_id, **_caps(collection, cfg))
+        return np.union1d(picked, stat_sample(target.size, cfg.seed, graph_id))
+    return keep
 
 
 def write_part(path: Path, tables: list[tuple[str, np.ndarray, Rows]], columns: list[str]) -> None:

@@ -128,3 +128,25 @@ def test_features_never_import_models():
     for f in src.glob("*.py"):
         text = f.read_text()
         assert "import models" not in text and "from models" not in text, f.name
+
+
+@pytest.mark.parametrize("collection, split", [("layout:nlp:default", "train"),
+                                               ("layout:xla:random", "valid")])
+def test_a_capped_file_reads_only_what_it_needs_and_gives_the_same_rows(tiny_npz, tmp_path,
+                                                                        monkeypatch, collection,
+                                                                        split):
+    from features.table import configs_needed, file_table, graph_parts
+    monkeypatch.setattr(features.per_config, "STAT_CONFIGS", 25)   # files here are small
+    f = list_npz(tiny_npz, collection, split)[0]
+    cfg = FeatureConfig(max_train_configs_layout=20, max_valid_configs=20)
+    whole = read_graph(f, collection, split)
+    kept = read_graph(f, collection, split, keep=configs_needed(collection, split, f.stem, cfg))
+    assert kept.config_index.size < whole.n_configs == kept.n_configs
+    expected = graph_parts(whole, cfg)
+    for parts in (graph_parts(kept, cfg),
+                  file_table(f, collection, split, cfg, packed_dir=tmp_path / "packed")):
+        for key in ("config_idx", "runtime", "dup_count"):
+            np.testing.assert_array_equal(getattr(parts.rows, key), getattr(expected.rows, key))
+        np.testing.assert_array_equal(parts.X, expected.X)
+    assert 0 < expected.rows.config_idx.size <= 20
+    assert not (tmp_path / "packed").exists()

@@ -318,3 +318,46 @@ def test_values_at_the_bounds_are_read_and_give_finite_features(tile_file, layou
                               "layout:xla:default")):
         X, _, _ = graph_table(read_graph(file, collection, "train"), FeatureConfig())
         assert np.isfinite(X).all(), collection
+
+
+def _every_third(runtime):
+    return np.arange(0, runtime.size, 3)
+
+
+@pytest.mark.parametrize("piece_bytes", [1, 5000, 2**30])   # a config a piece, several, all
+def test_a_read_that_keeps_some_configs_holds_them_and_what_all_of_them_give(
+        tiny_npz, tmp_path, piece_bytes):
+    f = list_npz(tiny_npz, "layout:nlp:default", "train")[0]
+    whole = _arrays(f)
+    ncf = whole["node_config_feat"].astype(np.int8)
+    c, nc = ncf.shape[:2]
+    g = read_graph(f, "layout:nlp:default", "train", piece_bytes=piece_bytes, keep=_every_third,
+                   packed_dir=tmp_path / "packed")
+    np.testing.assert_array_equal(g.config_index, np.arange(0, c, 3))
+    np.testing.assert_array_equal(g.node_config_feat, ncf[::3])
+    np.testing.assert_array_equal(g.config_runtime, whole["config_runtime"])
+    # slots set: per node and section, the most of its 6 values any config sets (>= 0)
+    np.testing.assert_array_equal(g.slots(), (ncf.reshape(c, nc, 3, 6) >= 0).sum(-1).max(0))
+    # equal configs hash equal, different ones differently
+    same = (ncf.reshape(c, 1, -1) == ncf.reshape(1, c, -1)).all(-1)
+    np.testing.assert_array_equal(g.row_hashes[:, None] == g.row_hashes[None, :], same)
+    np.testing.assert_array_equal(g.held(np.array([3, 6])), [1, 2])
+    with pytest.raises(ValueError, match="not kept"):
+        g.held(np.array([1]))
+    assert not (tmp_path / "packed").exists()          # nothing is written for a partial read
+
+
+def test_a_read_that_keeps_some_configs_checks_every_value(layout_file):
+    ncf = layout_file[0]["node_config_feat"].copy()
+    ncf[-1, 0, 3] = 9.0                                  # in a config the read does not keep
+    path = _broken(layout_file, node_config_feat=ncf)
+    last = (ncf.shape[0] - 1, 0, 3)
+    with pytest.raises(DataFormatError, match=rf"node_config_feat.*-1..5.*{last}") as err:
+        read_graph(path, "layout:xla:default", "train", keep=lambda rt: np.array([0]))
+    assert str(path) in str(err.value)
+
+
+def test_a_read_that_keeps_some_configs_checks_runtimes_against_configs(layout_file):
+    arrays, _ = layout_file
+    path = _broken(layout_file, config_runtime=arrays["config_runtime"][:-1])
+    _fails_naming_the_file(path, "config_runtime", keep=lambda rt: np.array([0]))

@@ -158,3 +158,10 @@ def test_projection_is_judged_only_at_full_size():
         pj.format_projection(p, "t", judged=True, command_s=20.0))
     assert "8,192 MB target MISSED" in judged
     assert "target" not in "\n".join(pj.format_projection(p, "t", judged=False))
+
+
+def test_download_counts_stay_within_the_largest_published_file():
+    # A mean file cannot hold more node_config_feat than the largest one does (2.6 GB float32)
+    for collection, n in pj.DOWNLOAD.items():
+        for configs in n.configs:
+            assert configs * n.config_nodes <= pj.MAX_CONFIG_NODE_UNITS, collection
