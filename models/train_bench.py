@@ -2,7 +2,7 @@
 
 A fit costs, per round, a fixed part, a part per row and column (histograms), a part per pair
 of rows LambdaRank weighs (each row against up to truncation_level others of its group: 20 for
-tile, the whole 500-row sub-group for layout), and while early stopping watches held-out graphs,
+tile, the whole sub-group of up to 125 rows for layout), and while early stopping watches held-out graphs,
 a part per watched row (their prediction and the metric in Python). Four fits of the same rounds
 separate them: all train graphs; all of them weighing whole groups; a tenth of them; and the
 unwatched graphs watching the rest, as `train`'s probe does (models/selection.py).
@@ -92,7 +92,7 @@ LAYOUT_ROWS = (10_000, 30_000)
 
 
 def layout_stage(entry: Path) -> dict:
-    """Runs in a bench child: LambdaRank with the layout defaults (whole 500-row sub-groups, 64
+    """Runs in a bench child: LambdaRank with the layout defaults (whole sub-groups of 125 rows, 64
     grades) on the first 10,000 and 30,000 rows of a one-graph layout entry, LAYOUT_ROUNDS rounds
     each: what a layout row costs per round."""
     data = load_entry(entry)
