@@ -1,9 +1,9 @@
 """The `bench` stage that prices LightGBM LambdaRank training for the projection.
 
 A fit costs, per round, a fixed part, a part per row and column (histograms), a part per pair
-of rows LambdaRank weighs (each row against up to truncation_level others of its group: 20 for
-tile, the whole sub-group of up to 125 rows for layout), and while early stopping watches held-out graphs,
-a part per watched row (their prediction and the metric in Python). Four fits of the same rounds
+of rows LambdaRank weighs (each row against up to truncation_level others of its group: 10 for
+tile, the whole sub-group of up to 125 rows for layout), and while early stopping watches
+held-out graphs, a part per watched row (their prediction and the metric in Python). Four fits of the same rounds
 separate them: all train graphs; all of them weighing whole groups; a tenth of them; and the
 unwatched graphs watching the rest, as `train`'s probe does (models/selection.py).
 """
