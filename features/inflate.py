@@ -9,7 +9,9 @@ pyproject.toml).
 Decompression is the largest cost of a build on the real download, so this is where it goes.
 
 The member's CRC-32 is checked once the whole member has been read, as zipfile does; a caller
-that stops early (a prefix of the configs) reads less and checks only the deflate stream.
+that stops early (a prefix of the configs) reads less and checks only the deflate stream. ISA-L
+computes the CRC as it inflates (`igzip_lib`, gzip's CRC without its header or trailer): on that
+file, 1.22-1.26 s for inflate and CRC against 1.60-1.75 s for inflating, then a CRC of the output.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import struct
 import zipfile
 from pathlib import Path
 
-from isal import isal_zlib
+from isal import igzip_lib, isal_zlib
 
 PIECE_BYTES = 1 << 20      # inflated bytes per call: stays in cache until it is converted
 INPUT_BYTES = 1 << 20      # deflated bytes read from the file at a time
@@ -40,12 +42,11 @@ class MemberReader:
         except BaseException:
             self._file.close()
             raise
-        self._inflater = (isal_zlib.decompressobj(-15)
+        self._inflater = (igzip_lib.IgzipDecompressor(flag=igzip_lib.DECOMP_GZIP_NO_HDR)
                           if self.info.compress_type == zipfile.ZIP_DEFLATED else None)
         self._input_left = self.info.compress_size
-        self._pending = b""                 # deflated input not yet consumed
         self._out = 0                       # bytes handed out so far
-        self._crc = 0
+        self._stored_crc = 0                # a stored member's CRC; the inflater keeps its own
 
     def _seek_to_data(self) -> None:
         self._file.seek(self.info.header_offset)
@@ -68,7 +69,8 @@ class MemberReader:
             parts.append(part)
             got += len(part)
         data = parts[0] if len(parts) == 1 else b"".join(parts)
-        self._crc = isal_zlib.crc32(data, self._crc)
+        if self._inflater is None:
+            self._stored_crc = isal_zlib.crc32(data, self._stored_crc)
         self._out += len(data)
         if self._out == self.info.file_size:
             self._check_end()
@@ -77,20 +79,21 @@ class MemberReader:
     def _next(self, n: int) -> bytes:
         if self._inflater is None:
             return self._read_input(n)
-        while True:
-            if not self._pending and self._input_left:
-                self._pending = self._read_input(INPUT_BYTES)
-            try:    # with all input in, the inflater may still hold output: ask it anyway
-                part = self._inflater.decompress(self._pending, n)
-            except isal_zlib.error as exc:
+        while not self._inflater.eof:
+            data = b""   # the inflater keeps input it has not used: more only when it asks
+            if self._inflater.needs_input:
+                if not self._input_left:
+                    raise zipfile.BadZipFile(f"member {self.info.filename!r}: deflate stream "
+                                             "ends early")
+                data = self._read_input(INPUT_BYTES)
+            try:
+                part = self._inflater.decompress(data, n)
+            except igzip_lib.IsalError as exc:
                 raise zipfile.BadZipFile(f"member {self.info.filename!r}: corrupt deflate "
                                          f"stream ({exc})") from exc
-            self._pending = self._inflater.unconsumed_tail
-            if part or self._inflater.eof:
+            if part:
                 return part
-            if not self._pending and not self._input_left:
-                raise zipfile.BadZipFile(f"member {self.info.filename!r}: deflate stream "
-                                         "ends early")
+        return b""
 
     def _read_input(self, n: int) -> bytes:
         data = self._file.read(min(n, self._input_left))
@@ -100,7 +103,8 @@ class MemberReader:
         return data
 
     def _check_end(self) -> None:
-        if self._crc != self.info.CRC:
+        crc = self._stored_crc if self._inflater is None else self._inflater.crc
+        if crc != self.info.CRC:
             raise zipfile.BadZipFile(f"member {self.info.filename!r}: CRC-32 mismatch "
                                      "(the file is corrupt)")
 

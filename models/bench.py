@@ -22,6 +22,7 @@ from . import train_bench as tb
 from .rank_bench import QUICK_RANK, RankSpec, format_rank_notes, rank_notes
 
 ONE_FILE_ENTRY = "build an entry of one tile file ({workers} workers)"
+FEW_CONFIGS_BUILD = f"build the layout file's graph with {fb.FEW_CONFIGS} configs"
 FLOOR_TARGET = 1.5  # full-size build time / the decompression floor
 PIPELINE = Path(__file__).resolve().parents[1] / "pipeline.py"
 PREFIX_EXAMPLE = 20_000   # the projection is also printed for train files read this far
@@ -128,6 +129,8 @@ def _round(run: fb.Recorder, spec: fb.BenchSpec, inputs: fb.Inputs, work: Path,
     for state in ("cold (npz)", "warm (int8 copy)"):
         run(f"build layout file, all configs, {state}", fb.build_stage, npz_root,
             "layout:xla:random", work, 1, fb.ALL_CONFIGS, items=c, unit="configs")
+    run(FEW_CONFIGS_BUILD, fb.build_stage, inputs.few_configs_root, "layout:xla:random", work, 1,
+        FeatureConfig(), items=1, unit="files")
     split = run("split: read / per-graph / rows / per-config", fb.split_stage, big, packed, chunk,
                 items=c, unit="configs")
     per_config = {}
@@ -157,9 +160,13 @@ def unit_costs(r: BenchResult, workers: int) -> pj.UnitCosts:
     s, notes = r.spec, r.notes
     c, nc = s.layout_configs, s.layout_config_nodes
     graph, static = notes["split"]["per_graph"], notes["split"]["static"]
-    default, every = (stage[f"build layout file, {k}, cold (npz)"] - graph - static
-                      for k in ("default settings", "all configs"))
+    # The same graph with FEW_CONFIGS configs, built in a fresh process as the others are, costs
+    # what a file and its entry cost besides the configs: loading the kernels, the graph's
+    # tables, the entry's assembly. What the two builds cost beyond it is their configs':
     # default = nc * (read_c * read + done * featurize); every = nc * c * (read + featurize).
+    few = stage[FEW_CONFIGS_BUILD]
+    default, every = (stage[f"build layout file, {k}, cold (npz)"] - few
+                      for k in ("default settings", "all configs"))
     # A default build streams the file and an all-configs one writes its int8 copy, which costs
     # more per config: featurize takes that difference, at most the read's own cost
     read_c = pj.configs_read(c, FeatureConfig())
@@ -172,7 +179,8 @@ def unit_costs(r: BenchResult, workers: int) -> pj.UnitCosts:
     entry = stage[ONE_FILE_ENTRY.format(workers=workers)]
     return pj.UnitCosts(read=read, featurize=featurize, graph=graph / s.layout_nodes,
                         static=static / nc, tile_file=tile_build * workers / s.tile_kernels,
-                        entry=entry, train_round=fit.round, train=fit.row, pair=fit.pair,
+                        entry=entry, layout_entry=max(few - graph - static, 0.0),
+                        train_round=fit.round, train=fit.row, pair=fit.pair,
                         layout_row=tb.layout_row_cost(notes["layout_train"]), watched=fit.watched,
                         predict=fit.predict, tile_columns=int(notes["train"]["columns"]),
                         command=notes.get("command_s", 0.0),
@@ -192,7 +200,8 @@ def _projection(r: BenchResult) -> list[str]:
             f"{u.featurize * 1e9:.1f} ns per (config x configurable node), "
             f"{u.graph * 1e6:.1f} us per graph node, {u.static * 1e3:.2f} ms per configurable "
             f"node's static tables, {u.tile_file * 1e3:.1f} ms per tile file, {u.entry:.2f} s "
-            f"per entry; train {u.train_round * 1e3:.1f} ms per round + {u.train * 1e9:.2f} ns "
+            f"per tile and {u.layout_entry:.2f} s per layout entry; train "
+            f"{u.train_round * 1e3:.1f} ms per round + {u.train * 1e9:.2f} ns "
             f"per (row x round x column) + {u.pair * 1e9:.2f} ns per (row pair x round) + "
             f"{u.layout_row * 1e6:.2f} us per layout (row x round) + {u.watched * 1e9:.0f} ns "
             f"per watched (row x round), predict {u.predict * 1e9:.1f} ns per (row x round); "
@@ -279,7 +288,7 @@ def _notes(notes: dict) -> list[str]:
     sp, tr = notes["split"], notes["train"]
     return ["", "medians over runs:",
             "time split (memory-mapped read): " + ", ".join(
-                f"{k} {sp[k]:.2f}s" for k in ("read", "per_graph", "rows", "static",
+                f"{k} {sp[k]:.2f}s" for k in ("read", "per_graph", "rows", "slots", "static",
                                               "per_config")),
             "per-config cost: " + ", ".join(
                 f"{n:,} configs {t / n * 1e6:.1f} us/config"

@@ -63,6 +63,27 @@ def test_topk_with_fewer_than_five_configs():
     assert got[0] == pytest.approx(1.0)
 
 
+def test_topk_and_scorable_match_a_plain_numpy_reference(rng):
+    """Many graphs at once, with tied and NaN scores, single-config and constant graphs."""
+    sizes = rng.integers(1, 40, 300)
+    ptr = np.concatenate([[0], np.cumsum(sizes)])
+    scores = rng.integers(0, 6, ptr[-1]).astype(float)        # many ties
+    scores[rng.random(ptr[-1]) < 0.05] = np.nan
+    runtime = rng.integers(1, 9, ptr[-1]).astype(float)
+    runtime[ptr[7]:ptr[8]] = 3.0                                # one constant graph
+    runtime[ptr[9]] = np.nan
+    want_top, want_ok = [], []
+    for lo, hi in zip(ptr[:-1], ptr[1:]):
+        s, r = scores[lo:hi], runtime[lo:hi]
+        top = np.argsort(-s, kind="stable")[:5]
+        want_top.append(2 - r[top].min() / r.min())
+        want_ok.append(bool(r.size > 1 and r.min() < r.max()))
+    ok = metrics.scorable(runtime, ptr)
+    assert ok.tolist() == want_ok and not ok[7] and not ok[9]
+    got = metrics.topk_score_per_graph(scores, runtime, ptr)
+    np.testing.assert_allclose(got[ok], np.array(want_top)[ok], rtol=0, atol=1e-15)
+
+
 def test_collection_and_final_scores():
     assert metrics.collection_score(np.array([0.5, np.nan, 0.7])) == pytest.approx(0.6)
     assert metrics.final_score({"a": 1.0, "b": 0.0, "c": 0.5}) == pytest.approx(0.5)

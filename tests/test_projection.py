@@ -12,7 +12,7 @@ from features import bench as fb
 from features.io import COLLECTIONS, list_npz
 from models import projection as pj
 from models import train_bench as tb
-from models.bench import BenchResult, unit_costs
+from models.bench import FEW_CONFIGS_BUILD, BenchResult, unit_costs
 
 ZERO = pj.UnitCosts(read=0.0, featurize=0.0, graph=0.0, static=0.0, tile_file=0.0,
                     entry=0.0, train_round=0.0, train=0.0, pair=0.0, layout_row=0.0,
@@ -40,6 +40,11 @@ def test_layout_build_time_is_counts_times_unit_costs():
     assert p.train_rows == 10 * cap and p.train_s == 0
     e = pj.project("layout:xla:random", n, replace(ZERO, entry=2.0))   # one per split
     assert (e.build_s, e.submit_s) == (4.0, 2.0)
+    # a layout entry's own cost, once measured, replaces the tile entry's; tile keeps its own
+    e = pj.project("layout:xla:random", n, replace(ZERO, entry=2.0, layout_entry=3.0))
+    assert (e.build_s, e.submit_s) == (6.0, 3.0)
+    t = pj.project("tile:xla", n, replace(ZERO, entry=2.0, layout_entry=3.0))
+    assert (t.build_s, t.submit_s) == (4.0, 2.0)
     f = pj.project("layout:xla:random", n, replace(ZERO, featurize=1e-9))
     rows = 10 * pj.featurized(5000, cap) + 2 * pj.featurized(4000, 1000)
     assert f.build_s == pytest.approx(rows * 400e-9 / 2)
@@ -95,11 +100,13 @@ def _bench_result(spec: fb.BenchSpec) -> BenchResult:
     read, featurize, graph_s, static_s = 2e-9, 5e-9, 0.5, 0.8
     read_c = pj.configs_read(c, FeatureConfig())          # a prefix, if the defaults cut one
     done = pj.featurized(read_c, FeatureConfig().max_train_configs_layout)
-    default = read_c * nc * read + done * nc * featurize + graph_s + static_s
-    every = c * nc * read + c * nc * featurize + graph_s + static_s
+    few = graph_s + static_s + 0.7          # the same graph, FEW_CONFIGS configs
+    default = read_c * nc * read + done * nc * featurize + few
+    every = c * nc * read + c * nc * featurize + few
     stages = [fb.Stage(name, [fb.Run(t, 100.0)]) for name, t in (
         ("build layout file, default settings, cold (npz)", default),
         ("build layout file, all configs, cold (npz)", every),
+        (FEW_CONFIGS_BUILD, few),
         (f"build tile collection ({spec.tile_kernels} kernels, 2 workers)", 10.0),
         ("build an entry of one tile file (2 workers)", 1.5))]
     notes = {"split": {"per_graph": graph_s, "static": static_s},
@@ -120,7 +127,7 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
     assert u.tile_file == pytest.approx(10.0 * 2 / spec.tile_kernels)
     assert u.train_round == pytest.approx(0.01) and u.train == pytest.approx(3e-9)
     assert u.pair == pytest.approx(4e-10) and u.layout_row == pytest.approx(4e-6)
-    assert u.entry == pytest.approx(1.5)
+    assert u.entry == pytest.approx(1.5) and u.layout_entry == pytest.approx(0.7)
     assert u.watched == pytest.approx(2e-7) and u.predict == pytest.approx(1e-10)
     assert (u.tile_columns, u.layout_columns, u.workers, u.command) == (50, 650, 2, 3.5)
 
