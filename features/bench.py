@@ -181,10 +181,11 @@ def ensure_inputs(root: Path, spec: BenchSpec) -> Inputs:
     big, made_layout = ensure_layout_file(root, spec)
     npz_root, made_tile = ensure_tile_collection(root, spec)
     one, made_one = ensure_tile_collection(root / "one_file", replace(spec, tile_kernels=1))
-    few, made_few = ensure_layout_file(root / "few_configs",
-                                       replace(spec, layout_configs=FEW_CONFIGS), "few.npz")
+    few_root = root / "few_configs"
+    _, made_few = ensure_layout_file(few_root, replace(spec, layout_configs=FEW_CONFIGS),
+                                     "few.npz")
     return Inputs(big, npz_root, made_layout or made_tile or made_one or made_few, one,
-                  few.parents[4])
+                  few_root / "npz_all" / "npz")
 
 
 def ensure_layout_file(root: Path, spec: BenchSpec, name: str = "big.npz") -> tuple[Path, bool]:

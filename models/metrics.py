@@ -141,8 +141,9 @@ def _topk_per_graph(scores, runtime, ptr, k):
     for g in range(ptr.size - 1):
         lo, hi = ptr[g], ptr[g + 1]
         m = min(k, hi - lo)
-        held = 0
+        held, best = 0, np.inf
         for i in range(lo, hi):   # rows in file order: an earlier row keeps its place on ties
+            best = min(best, runtime[i])
             if held < m:
                 pos = held
                 held += 1
@@ -154,11 +155,9 @@ def _topk_per_graph(scores, runtime, ptr, k):
                 top[pos] = top[pos - 1]
                 pos -= 1
             top[pos] = i
-        best_top, best = np.inf, np.inf
+        best_top = np.inf
         for j in range(m):
             best_top = min(best_top, runtime[top[j]])
-        for i in range(lo, hi):
-            best = min(best, runtime[i])
         out[g] = 2.0 - best_top / best
     return out
 
