@@ -25,13 +25,10 @@ from features.io import count_configs
 from features.settings import describe, parse_overrides
 from features.table import FEATURE_FAMILIES
 from features import bench as fb
-from models import RANKERS
-from models.api import CostModel, format_ranking
-from models.bench import format_bench, run_bench
-from models.predict import StaleRunError, choose_runs, submission_rows
-from models.report import write_report
-from models.runs import RUN_SET_PARAMS, TrainConfig, format_table, latest_run, train_run
-from models.submission import SubmissionError, files_to_score, write_csv
+
+# The model side is imported where a command needs it, not here: spawned feature-build workers
+# run this file's top level again, and importing LightGBM (which loads scikit-learn) cost each
+# of them 1.5 s.
 
 DEFAULT_CACHE = Path(__file__).resolve().parent / "data_cache"
 
@@ -67,6 +64,8 @@ def cmd_build_features(args) -> int:
 
 def cmd_train(args) -> int:
     """Train one ranker per collection and print the validation table."""
+    from models import RANKERS
+    from models.runs import RUN_SET_PARAMS, TrainConfig, format_table, train_run
     fcfg = _feature_config(args)
     cfg = TrainConfig(ranker=args.ranker, seeds=args.seeds, seed=args.seed, folds=args.folds,
                       overrides=parse_overrides(RANKERS[args.ranker][0].params_cls, args.set,
@@ -74,16 +73,15 @@ def cmd_train(args) -> int:
                       allow_no_valid=args.allow_no_valid, without=tuple(args.without))
     source = _source(args)
     with connect(args.scheduler) as client:
-        data = {c: tuple(features.load_or_build(source.npz_root, c, s, fcfg, args.cache_dir,
-                                                workers=args.workers, pack=args.pack,
-                                                client=client)
-                         for s in ("train", "valid")) for c in args.collections}
+        entries = {c: tuple(features.build_entry(source.npz_root, c, s, fcfg, args.cache_dir,
+                                                 workers=args.workers, pack=args.pack,
+                                                 client=client)[0]
+                            for s in ("train", "valid")) for c in args.collections}
+        data = {c: tuple(map(features.load_entry, pair)) for c, pair in entries.items()}
         info = {"signature": features.feature_signature(fcfg), "settings": asdict(fcfg),
                 "data": str(source.npz_root), "sample": source.is_sample,
                 "train_files": {c: source.train_fingerprint(c) for c in args.collections}}
-        defaults = {c: features.default_config_rows(source.npz_root, valid, "valid",
-                                                    args.cache_dir)
-                    for c, (_, valid) in data.items()}
+        defaults = {c: features.default_config_rows(valid) for c, (_, valid) in entries.items()}
         run_dir, record = train_run(cfg, data, args.cache_dir / "runs", info,
                                     default_rows=defaults, client=client)
     print(format_table(record))
@@ -93,6 +91,8 @@ def cmd_train(args) -> int:
 
 def cmd_submit(args) -> int:
     """Write submission.csv for every test file, each collection scored by its newest fit run."""
+    from models.predict import choose_runs, submission_rows
+    from models.submission import files_to_score, write_csv
     source = _source(args)
     tests = files_to_score(source)
     choices = choose_runs(args.cache_dir / "runs", source, tests, dict(args.run),
@@ -114,6 +114,8 @@ def cmd_submit(args) -> int:
 
 def cmd_rank(args) -> int:
     """Rank the configs of one npz file (config_runtime optional) with a trained run."""
+    from models.api import CostModel, format_ranking
+    from models.runs import latest_run
     run_dir = args.run or latest_run(args.cache_dir / "runs")
     ranking = CostModel.load(run_dir).rank_file(args.file, collection=args.collection)
     print(format_ranking(ranking, top=args.top, as_json=args.json))
@@ -122,6 +124,8 @@ def cmd_rank(args) -> int:
 
 def cmd_report(args) -> int:
     """Write an HTML report (validation per graph, features, rounds, timings) of a trained run."""
+    from models.report import write_report
+    from models.runs import latest_run
     run_dir = args.run or latest_run(args.cache_dir / "runs")
     print(f"wrote {write_report(run_dir, args.out)}")
     return 0
@@ -129,6 +133,7 @@ def cmd_report(args) -> int:
 
 def cmd_bench(args) -> int:
     """Time and measure every stage on real-size generated files (100k-config layout file)."""
+    from models.bench import format_bench, run_bench
     spec = fb.QUICK if args.quick else fb.BenchSpec()
     print(format_bench(run_bench(args.cache_dir, spec, workers=args.workers, repeat=args.repeat,
                                  rank_file=args.rank_file)))
@@ -180,6 +185,8 @@ def _feature_options(p) -> None:
 
 
 def _set_help() -> str:
+    from models import RANKERS
+    from models.runs import RUN_SET_PARAMS
     keys = "; ".join(f"{name}: {describe(cls.params_cls, tuple(RUN_SET_PARAMS), defaults=False)}"
                      for name, (cls, _) in sorted(RANKERS.items()))
     return (f"ranker parameter (repeatable; defaults per collection kind in models/), by "
@@ -187,6 +194,7 @@ def _set_help() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from models import RANKERS
     cache_only = argparse.ArgumentParser(add_help=False)
     cache_only.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE,
                             help=f"where features, runs and the sample go (default {DEFAULT_CACHE})")
@@ -253,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from models.predict import StaleRunError
     args = build_parser().parse_args(argv)
     try:
         removed = features.reclaim_stale(args.cache_dir)
@@ -260,8 +269,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"removed {len(removed)} temporaries left under {args.cache_dir} by runs that "
                   f"ended early")
         return args.func(args)
-    except (features.DataFormatError, StaleRunError, SubmissionError, FileNotFoundError,
-            ValueError) as exc:
+    except (features.DataFormatError, StaleRunError, FileNotFoundError,
+            ValueError) as exc:   # ValueError covers models.submission.SubmissionError
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading

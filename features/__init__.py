@@ -12,21 +12,19 @@ from concurrent.futures import as_completed
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 from tqdm import tqdm
 
 from . import cache, units as unit_store, workers as worker_pool
 from .cache import reclaim_stale
 from .data import DataSource, resolve_data
-from .io import (COLLECTIONS, SPLITS, DataFormatError, Graph, collect_format_error,
-                 collection_dir, is_tile, list_npz, read_graph)
+from .io import COLLECTIONS, SPLITS, DataFormatError, Graph, collect_format_error, list_npz
 from .signature import feature_signature
-from .table import FeatureConfig, FeatureSet, read_parts
+from .table import FeatureConfig, FeatureSet, default_config_rows, read_parts
 
 __all__ = ["COLLECTIONS", "SPLITS", "DataFormatError", "DataSource", "FeatureConfig",
            "FeatureSet", "Graph", "build_entry", "default_config_rows", "feature_signature",
            "load_entry", "load_or_build", "packed_root", "read_meta", "reclaim_stale",
-           "resolve_data"]
+           "resolve_data", "uses_pool"]
 
 # A spawned worker costs seconds (imports, loading Numba's cache); below this much compressed
 # input the pool would cost more than it saves.
@@ -84,8 +82,7 @@ def _build_units(todo: list[Path], task: tuple, packed: Path | None, workers: in
         if client is not None and todo:
             from . import dask_build   # imports dask, which a run without a cluster never needs
             errors = dask_build.build_on_cluster(client, todo, task, bar)
-        elif workers <= 1 or len(todo) <= 1 or \
-                sum(f.stat().st_size for f in todo) < PARALLEL_MIN_BYTES:
+        elif not uses_pool(len(todo), sum(f.stat().st_size for f in todo), workers):
             for f in todo:
                 try:
                     unit_store.build_unit(f, *task, packed_dir=packed, force=force)
@@ -99,6 +96,11 @@ def _build_units(todo: list[Path], task: tuple, packed: Path | None, workers: in
         raise DataFormatError(
             f"{collection} {split}: {len(errors)} unusable file(s); fix and rerun, the rows of "
             f"every other file are cached:\n  {listed}")
+
+
+def uses_pool(n_files: int, n_bytes: float, workers: int) -> bool:
+    """Whether a build of n_files holding n_bytes of input starts worker processes."""
+    return workers > 1 and n_files > 1 and n_bytes >= PARALLEL_MIN_BYTES
 
 
 def _build_in_pool(todo, task, packed, workers, force, errors, bar) -> None:
@@ -130,21 +132,3 @@ def load_or_build(npz_root: Path, collection: str, split: str, cfg: FeatureConfi
     entry, _ = build_entry(npz_root, collection, split, cfg, cache_root, force=force,
                            workers=workers, pack=pack, client=client)
     return load_entry(entry)
-
-
-def default_config_rows(npz_root: Path, data: FeatureSet, split: str, cache_root: Path,
-                        ) -> np.ndarray:
-    """(n_rows,) bool: the row's config leaves every layout slot at -1, the compiler's own
-    choice. Always False for tile, whose configs carry no such marker."""
-    out = np.zeros(data.X.shape[0], bool)
-    if is_tile(data.collection):
-        return out
-    for g, graph_id in enumerate(data.graph_ids):
-        path = Path(npz_root) / collection_dir(data.collection) / split / f"{graph_id}.npz"
-        rows = slice(data.ptr[g], data.ptr[g + 1])
-        wanted = np.unique(data.config_idx[rows])
-        graph = read_graph(path, data.collection, split, packed_dir=packed_root(cache_root),
-                           keep=lambda _runtime: wanted)
-        held = graph.held(data.config_idx[rows])
-        out[rows] = (np.asarray(graph.node_config_feat[held]) < 0).all(axis=(1, 2))
-    return out

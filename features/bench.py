@@ -87,23 +87,34 @@ class Stage:
         return [r.seconds / f.seconds for r, f in zip(self.runs, floor.runs)]
 
 
-def _peak_rss_mb() -> float:
+def peak_rss_mb() -> float:
     """This process's own peak RSS (VmHWM of its address space).
 
     Not ru_maxrss: Linux carries the parent's peak across fork + exec into a spawned child's
     ru_maxrss (and into what wait4 reports for it), so every stage would show the peak of the
     input generation that ran first in the parent."""
+    return _status_mb("VmHWM")
+
+
+def reset_peak_rss() -> float:
+    """Restart this process's peak RSS from its current RSS (Linux 4.0+, proc(5) clear_refs),
+    so the peak of one step can be read; returns the current RSS in MB."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return _status_mb("VmRSS")
+
+
+def _status_mb(key: str) -> float:
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmHWM:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) / 1024.0  # kB
-    raise RuntimeError("/proc/self/status has no VmHWM line: the bench needs Linux")
+    raise RuntimeError(f"/proc/self/status has no {key} line: the bench needs Linux")
 
 
 def _timed_call(fn, args):
     start = time.perf_counter()
     result = fn(*args)
-    return result, time.perf_counter() - start, _peak_rss_mb()
+    return result, time.perf_counter() - start, peak_rss_mb()
 
 
 def measure(fn, *args) -> tuple[Run, object]:
@@ -308,3 +319,14 @@ def build_stage(npz_root: Path, collection: str, cache_root: Path, workers: int,
     entry, _ = build_entry(npz_root, collection, "train", cfg, cache_root, force=True,
                            workers=workers)
     return int(read_meta(entry)["n_rows"])
+
+
+def pool_start_stage(workers: int) -> int:
+    """Start a build's worker processes, have each answer once, stop them: what an entry built
+    in a pool pays besides its files (each worker imports this program again, as spawned
+    processes do)."""
+    from .workers import process_pool
+
+    with process_pool(workers) as pool:
+        pids = {job.result() for job in [pool.submit(os.getpid) for _ in range(workers)]}
+    return len(pids)

@@ -26,6 +26,8 @@ class Rows(NamedTuple):
     config_idx: np.ndarray   # (r,) int64 positions in the file, ascending
     runtime: np.ndarray      # (r,) float64 target; runtime/normalizer for tile; NaN in test
     dup_count: np.ndarray    # (r,) int32 configs merged into the row (1 if none)
+    is_default: np.ndarray   # (r,) bool every layout slot -1, the compiler's own choice (tile:
+                             # False, its configs carry no such marker); never a feature column
 
 
 def target_runtime(g: Graph) -> np.ndarray:
@@ -54,7 +56,20 @@ def merge_duplicates(g: Graph, target: np.ndarray, picked: np.ndarray, chunk: in
     fastest = target[order[_group_starts(inverse[order])]]
     mine = picked[np.lexsort((target[picked], inverse[picked]))]
     first = np.sort(mine[_group_starts(inverse[mine])])
-    return Rows(first, fastest[inverse[first]], counts[inverse[first]].astype(np.int32))
+    return Rows(first, fastest[inverse[first]], counts[inverse[first]].astype(np.int32),
+                default_configs(g, first, chunk))
+
+
+def default_configs(g: Graph, positions: np.ndarray, chunk: int) -> np.ndarray:
+    """Rows.is_default of the configs at these file positions, `chunk` configs at a time."""
+    out = np.zeros(positions.size, bool)
+    if is_tile(g.collection):
+        return out
+    held = g.held(positions)
+    for lo in range(0, held.size, chunk):
+        part = np.asarray(g.node_config_feat[held[lo:lo + chunk]])
+        out[lo:lo + part.shape[0]] = (part < 0).all(axis=(1, 2))
+    return out
 
 
 def _group_starts(groups: np.ndarray) -> np.ndarray:
@@ -72,14 +87,19 @@ def graph_rng(seed: int, graph_id: str) -> np.random.Generator:
 
 def cap(rows: Rows, limit: int, fastest_fraction: float, rng: np.random.Generator) -> Rows:
     """Keep at most `limit` rows: the fastest share, then a uniform sample of the others."""
-    n = rows.config_idx.size
-    if limit <= 0 or n <= limit:
+    if limit <= 0 or rows.runtime.size <= limit:
         return rows
-    n_fast = int(limit * fastest_fraction)
-    order = np.argsort(rows.runtime, kind="stable")
-    rest = rng.choice(order[n_fast:], size=limit - n_fast, replace=False)
-    keep = np.sort(np.concatenate([order[:n_fast], rest]))
+    keep = _capped(rows.runtime, limit, fastest_fraction, rng)
     return Rows(*(a[keep] for a in rows))
+
+
+def _capped(runtime: np.ndarray, limit: int, fastest_fraction: float,
+            rng: np.random.Generator) -> np.ndarray:
+    """Sorted positions of the `limit` rows cap keeps (runtime.size > limit > 0)."""
+    n_fast = int(limit * fastest_fraction)
+    order = np.argsort(runtime, kind="stable")
+    rest = rng.choice(order[n_fast:], size=limit - n_fast, replace=False)
+    return np.sort(np.concatenate([order[:n_fast], rest]))
 
 
 def picked_configs(target: np.ndarray, collection: str, split: str, graph_id: str, *,
@@ -87,14 +107,11 @@ def picked_configs(target: np.ndarray, collection: str, split: str, graph_id: st
                    seed: int) -> np.ndarray:
     """File positions of the configs that can become rows, before merging (all for tile train,
     a pool for layout train): decided from the runtimes alone."""
-    c = target.size
-    everything = Rows(np.arange(c), target, np.ones(c, np.int32))
-    rng = graph_rng(seed, graph_id)
-    if split == "train" and not is_tile(collection):
-        return cap(everything, POOL * max_train_configs, fastest_fraction, rng).config_idx
-    if split == "valid" and not is_tile(collection):
-        return cap(everything, max_valid_configs, 0.0, rng).config_idx
-    return everything.config_idx
+    limit = {"train": POOL * max_train_configs, "valid": max_valid_configs}.get(split, 0)
+    if is_tile(collection) or limit <= 0 or target.size <= limit:
+        return np.arange(target.size)
+    share = fastest_fraction if split == "train" else 0.0
+    return _capped(target, limit, share, graph_rng(seed, graph_id))
 
 
 def select_rows(g: Graph, *, max_train_configs: int, fastest_fraction: float,
@@ -104,6 +121,7 @@ def select_rows(g: Graph, *, max_train_configs: int, fastest_fraction: float,
                             max_train_configs=max_train_configs, fastest_fraction=fastest_fraction,
                             max_valid_configs=max_valid_configs, seed=seed)
     if g.split != "train":
-        return Rows(picked, target[picked], np.ones(picked.size, np.int32))
+        return Rows(picked, target[picked], np.ones(picked.size, np.int32),
+                    default_configs(g, picked, chunk))
     return cap(merge_duplicates(g, target, picked, chunk), max_train_configs, fastest_fraction,
                graph_rng(seed, g.graph_id))

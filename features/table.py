@@ -254,19 +254,35 @@ def write_part(path: Path, tables: list[tuple[str, np.ndarray, Rows]], columns: 
     tmp_json.replace(path.with_suffix(".json"))
 
 
+def _parts(entry: Path) -> list[Path]:
+    return sorted(Path(entry).glob("part-*.parquet"))
+
+
+def default_config_rows(entry: Path) -> np.ndarray:
+    """(n_rows,) bool: Rows.is_default of an entry's rows, in their order."""
+    return np.concatenate([pl.read_parquet(p, columns=["is_default"])["is_default"].to_numpy()
+                           for p in _parts(entry)] or [np.zeros(0, bool)])
+
+
 def read_parts(entry: Path, collection: str, columns: list[str], meta: dict) -> FeatureSet:
-    parts = sorted(entry.glob("part-*.parquet"))
+    """An entry's rows. X is filled part by part: one frame of the whole entry beside X would
+    double the peak, and polars' allocator keeps what it freed (measured on a 510 MB dev tile
+    X: 1,369 MB resident after the load, against 285 MB before it)."""
+    parts = _parts(entry)
     infos = [json.loads(p.with_suffix(".json").read_text()) for p in parts]
-    frames = [pl.read_parquet(p) for p in parts]
-    frame = pl.concat(frames) if frames else pl.DataFrame(
-        schema={**{c: pl.Float32 for c in columns}, "config_idx": pl.Int64,
-                "runtime": pl.Float64, "dup_count": pl.Int32})
     sizes = [s for info in infos for s in info["sizes"]]
-    return FeatureSet(
-        X=frame.select(columns).to_numpy().astype(np.float32, copy=False),
-        runtime=frame["runtime"].to_numpy().astype(np.float64),
-        config_idx=frame["config_idx"].to_numpy().astype(np.int64),
-        dup_count=frame["dup_count"].to_numpy().astype(np.int32),
-        ptr=np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]),
-        graph_ids=tuple(gid for info in infos for gid in info["graph_ids"]),
-        collection=collection, columns=tuple(columns), meta=meta)
+    ptr = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+    X = np.empty((int(ptr[-1]), len(columns)), np.float32)
+    per_row = {"runtime": np.float64, "config_idx": np.int64, "dup_count": np.int32}
+    got = {name: [np.zeros(0, dtype)] for name, dtype in per_row.items()}
+    start = 0
+    for p in parts:
+        frame = pl.read_parquet(p, columns=[*columns, *per_row])
+        X[start:start + frame.height] = frame.select(columns).to_numpy()
+        for name in per_row:
+            got[name].append(frame[name].to_numpy())
+        start += frame.height
+    return FeatureSet(X=X, **{name: np.concatenate(a).astype(per_row[name], copy=False)
+                              for name, a in got.items()},
+                      ptr=ptr, graph_ids=tuple(gid for info in infos for gid in info["graph_ids"]),
+                      collection=collection, columns=tuple(columns), meta=meta)

@@ -22,6 +22,9 @@ from . import train_bench as tb
 from .rank_bench import QUICK_RANK, RankSpec, format_rank_notes, rank_notes
 
 ONE_FILE_ENTRY = "build an entry of one tile file ({workers} workers)"
+POOL_START = "start {workers} build workers, stop them"
+TILE_TRAIN = f"train lambdarank (tile): load, 4 fits of {tb.ROUNDS} rounds, predict"
+BASELINE = "python + imports (baseline)"
 FEW_CONFIGS_BUILD = f"build the layout file's graph with {fb.FEW_CONFIGS} configs"
 FLOOR_TARGET = 1.5  # full-size build time / the decompression floor
 PIPELINE = Path(__file__).resolve().parents[1] / "pipeline.py"
@@ -114,7 +117,7 @@ def _round(run: fb.Recorder, spec: fb.BenchSpec, inputs: fb.Inputs, work: Path,
     shutil.rmtree(work, ignore_errors=True)
     big, npz_root, packed = inputs.layout_file, inputs.npz_root, work / "packed"
     c, chunk = spec.layout_configs, FeatureConfig().chunk_mb
-    run("python + imports (baseline)", fb.baseline, 0)
+    run(BASELINE, fb.baseline, 0)
     run("floor: numpy.load node_config_feat", fb.decompress_floor, big, items=c, unit="configs")
     run("floor: inflate only, as the loader does", fb.inflate_floor, big, items=c,
         unit="configs")
@@ -141,14 +144,14 @@ def _round(run: fb.Recorder, spec: fb.BenchSpec, inputs: fb.Inputs, work: Path,
                     fb.build_stage, npz_root, "tile:xla", work, workers,
                     items=spec.tile_kernels, unit="files")
     entry, _ = build_entry(npz_root, "tile:xla", "train", fb.ALL_CONFIGS, work, workers=workers)
-    fits = run(f"train lambdarank (tile): 4 fits of {tb.ROUNDS} rounds, predict", tb.train_stage,
-               entry, items=tile_rows, unit="rows")
+    fits = run(TILE_TRAIN, tb.train_stage, entry, items=tile_rows, unit="rows")
     layout_entry, _ = build_entry(npz_root, "layout:xla:random", "train", fb.ALL_CONFIGS, work)
     layout_fit = run(f"train lambdarank (layout): {', '.join(f'{n:,}' for n in tb.LAYOUT_ROWS)} "
                      f"rows, {tb.LAYOUT_ROUNDS} rounds", tb.layout_stage, layout_entry,
                      items=sum(tb.LAYOUT_ROWS), unit="rows")
     run(ONE_FILE_ENTRY.format(workers=workers), fb.build_stage, inputs.one_file_root, "tile:xla",
         work, workers)
+    run(POOL_START.format(workers=workers), fb.pool_start_stage, workers)
     return {"layout_rows": rows, "split": split, "per_config_seconds": per_config,
             "tile_rows": tile_rows, "train": fits, "layout_train": layout_fit,
             "int8_mb": c * spec.layout_config_nodes * 18 / 2**20}
@@ -180,6 +183,11 @@ def unit_costs(r: BenchResult, workers: int) -> pj.UnitCosts:
     return pj.UnitCosts(read=read, featurize=featurize, graph=graph / s.layout_nodes,
                         static=static / nc, tile_file=tile_build * workers / s.tile_kernels,
                         entry=entry, layout_entry=max(few - graph - static, 0.0),
+                        pool=stage[POOL_START.format(workers=workers)],
+                        load=notes["train"]["load_s"] / (notes["train"]["rows"]
+                                                         * notes["train"]["columns"]),
+                        baseline_mb=next(s.peak_rss_mb for s in r.stages if s.name == BASELINE),
+                        fit_memory=1 + notes["train"]["watch_fit_mb"] / notes["train"]["x_mb"],
                         train_round=fit.round, train=fit.row, pair=fit.pair,
                         layout_row=tb.layout_row_cost(notes["layout_train"]), watched=fit.watched,
                         predict=fit.predict, tile_columns=int(notes["train"]["columns"]),
@@ -200,16 +208,19 @@ def _projection(r: BenchResult) -> list[str]:
             f"{u.featurize * 1e9:.1f} ns per (config x configurable node), "
             f"{u.graph * 1e6:.1f} us per graph node, {u.static * 1e3:.2f} ms per configurable "
             f"node's static tables, {u.tile_file * 1e3:.1f} ms per tile file, {u.entry:.2f} s "
-            f"per tile and {u.layout_entry:.2f} s per layout entry; train "
+            f"per tile and {u.layout_entry:.2f} s per layout entry, {u.pool:.2f} s per entry "
+            f"built by worker processes; train "
             f"{u.train_round * 1e3:.1f} ms per round + {u.train * 1e9:.2f} ns "
             f"per (row x round x column) + {u.pair * 1e9:.2f} ns per (row pair x round) + "
             f"{u.layout_row * 1e6:.2f} us per layout (row x round) + {u.watched * 1e9:.0f} ns "
-            f"per watched (row x round), predict {u.predict * 1e9:.1f} ns per (row x round); "
+            f"per watched (row x round), predict {u.predict * 1e9:.1f} ns per (row x round), "
+            f"load {u.load * 1e9:.2f} ns per (row x column) of a cache entry; a fit's peak "
+            f"{u.fit_memory:.2f}x its train matrix over a {u.baseline_mb:.0f} MB process; "
             f"{u.workers} build workers",
             *pj.format_projection([pj.project(c, n, u) for c, n in pj.DOWNLOAD.items()],
                                   "projected for the full download (counts: "
                                   "models/projection.DOWNLOAD; train at every default round, "
-                                  "an upper bound):", r.judged, u.command),
+                                  "an upper bound):", r.judged, u.command, u.baseline_mb),
             _prefix_line(u)]
 
 

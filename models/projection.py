@@ -10,12 +10,13 @@ one seed, early stopping on held-out train families followed by a refit on every
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from features import FeatureConfig
+from features import FeatureConfig, uses_pool
 from features.io import COLLECTIONS, array_shapes, is_tile, list_npz
 from features.per_config import STAT_CONFIGS
 
@@ -31,11 +32,13 @@ MEMORY_TARGET_MB = 8 * 1024
 class Counts:
     """One collection: files per split, mean configs per file per split (distinct ones for tile
     train files, whose rows are deduplicated before the cap), mean nodes and configurable nodes
-    per graph (0 for tile)."""
+    per graph (0 for tile), and the bytes of the files per split (whether a build starts worker
+    processes: features.uses_pool)."""
     files: tuple[int, int, int]
     configs: tuple[float, float, float]
     nodes: float
     config_nodes: float
+    input_bytes: tuple[float, float, float] = (math.inf,) * 3
 
 
 # The real download, from shared/tpugraphs_format.md (section numbers there):
@@ -53,6 +56,9 @@ class Counts:
 #   holds at most 2.6 GB of float32 node_config_feat (6.5), MAX_CONFIG_NODE_UNITS configs x
 #   configurable nodes, and a mean cannot exceed the maximum: at 71,600 configs that allows 504
 #   (the largest file, 100,040 configs, has 121: 6.5), still an upper bound.
+# - bytes per split: not published per split (the tar is "~6 GB", unverified: 6.5); every split
+#   holds tens to thousands of files of up to 0.3 MB (tile) or 25 MB (layout), so every build is
+#   taken to start its workers, an upper bound.
 MAX_CONFIG_NODE_UNITS = 2.6e9 / (18 * 4)
 DOWNLOAD = {
     "tile:xla": Counts((5709, 676, 844), (1543, 1543, 1543), 40, 0),
@@ -82,6 +88,13 @@ class UnitCosts:
     tile_columns: int
     layout_columns: int
     workers: int         # build processes the projection assumes
+    pool: float = 0.0    # per entry built by worker processes: starting and stopping them
+    load: float = 0.0    # per (row x column) read back from a cache entry
+    baseline_mb: float = 0.0   # a command's process after its imports
+    fit_memory: float = 1.25   # a collection's peak while `train` fits it, over the process
+                               # baseline, per MB of its train matrix (measured by bench; the
+                               # default, the float32 matrix and LightGBM's byte per value, is
+                               # what older bench.json files assumed)
     command: float = 0.0  # starting one command: interpreter and imports
     layout_entry: float = 0.0  # per layout entry, as `entry` (0 in bench.json of older runs:
                                # `entry` is taken)
@@ -94,7 +107,8 @@ class Projection:
     train_s: float
     submit_s: float
     train_rows: int
-    peak_mb: float
+    peak_mb: float       # over the process baseline while its training runs alone
+    resident_mb: float = 0.0   # its train and valid matrices, which `train` holds throughout
 
     @property
     def total_s(self) -> float:
@@ -148,14 +162,17 @@ def project(collection: str, n: Counts, u: UnitCosts, cfg: FeatureConfig = Featu
     train_s = (probe * (u.train_round + per_row * fit_rows
                         + u.watched * (rows["train"] - fit_rows))
                + rounds * (u.train_round + per_row * rows["train"])
-               + rows["valid"] * rounds * u.predict)     # train scores the valid rows
-    predict_s = rows["test"] * rounds * u.predict
-    # Peak: the train and valid matrices as float32, plus LightGBM's binned copy (a byte each)
-    peak_mb = (rows["train"] + rows["valid"]) * columns * 5 / 2**20
+               + VALID_PASSES * rows["valid"] * rounds * u.predict
+               + (rows["train"] + rows["valid"]) * columns * u.load)
+    predict_s = rows["test"] * rounds * u.predict + rows["test"] * columns * u.load
+    train_mb, valid_mb = (rows[k] * columns * 4 / 2**20 for k in ("train", "valid"))
+    peak_mb = u.fit_memory * train_mb + valid_mb
     entry = u.layout_entry if kind == "layout" and u.layout_entry else u.entry
-    build = [p / u.workers + (entry if files else 0.0) for p, files in zip(per_split, n.files)]
+    build = [p / u.workers + (entry if files else 0.0)
+             + (u.pool if uses_pool(files, size, u.workers) else 0.0)
+             for p, files, size in zip(per_split, n.files, n.input_bytes)]
     return Projection(collection, build[0] + build[1], train_s, build[2] + predict_s,
-                      int(rows["train"]), peak_mb)
+                      int(rows["train"]), peak_mb, train_mb + valid_mb)
 
 
 def counts_of(npz_root: Path) -> dict[str, Counts]:
@@ -163,10 +180,11 @@ def counts_of(npz_root: Path) -> dict[str, Counts]:
     config_feat is read to count distinct configs."""
     out = {}
     for collection in COLLECTIONS:
-        files, configs, nodes, config_nodes = [], [], [], []
+        files, configs, nodes, config_nodes, sizes = [], [], [], [], []
         for split in SPLIT_NAMES:
             paths = list_npz(npz_root, collection, split)
             files.append(len(paths))
+            sizes.append(float(sum(p.stat().st_size for p in paths)))
             shapes = [array_shapes(p, ("config_runtime", "node_feat", "node_config_ids"))
                       for p in paths]
             if is_tile(collection) and split == "train":
@@ -179,7 +197,7 @@ def counts_of(npz_root: Path) -> dict[str, Counts]:
             config_nodes += [s.get("node_config_ids", (0,))[0] for s in shapes]
         if sum(files):
             out[collection] = Counts(tuple(files), tuple(configs), float(np.mean(nodes)),
-                                     float(np.mean(config_nodes)))
+                                     float(np.mean(config_nodes)), tuple(sizes))
     return out
 
 
@@ -189,6 +207,8 @@ def _distinct_tile_configs(path: Path) -> int:
 
 
 COMMANDS = 3   # build-features, train, submit
+VALID_PASSES = 2   # `train` predicts the valid rows for the score, then round by round for the
+                   # report (models/diagnostics.py)
 
 
 def end_to_end_s(projections: list[Projection], command_s: float) -> float:
@@ -196,8 +216,14 @@ def end_to_end_s(projections: list[Projection], command_s: float) -> float:
     return sum(p.total_s for p in projections) + COMMANDS * command_s
 
 
+def train_peak_mb(projections: list[Projection], baseline_mb: float) -> float:
+    """`train` loads every collection's rows first, then fits them one by one."""
+    held = sum(p.resident_mb for p in projections)
+    return baseline_mb + held + max(p.peak_mb - p.resident_mb for p in projections)
+
+
 def format_projection(projections: list[Projection], title: str, judged: bool,
-                      command_s: float = 0.0) -> list[str]:
+                      command_s: float = 0.0, baseline_mb: float = 0.0) -> list[str]:
     head = (f"{'collection':<20} {'build s':>9} {'train s':>9} {'submit s':>9} "
             f"{'train rows':>11} {'peak MB':>9}")
     lines = [title, head, "-" * len(head)]
@@ -205,9 +231,10 @@ def format_projection(projections: list[Projection], title: str, judged: bool,
         lines.append(f"{p.collection:<20} {p.build_s:>9.0f} {p.train_s:>9.0f} {p.submit_s:>9.0f} "
                      f"{p.train_rows:>11,} {p.peak_mb:>9.0f}")
     total = end_to_end_s(projections, command_s)
-    peak = max(p.peak_mb for p in projections)
+    peak = train_peak_mb(projections, baseline_mb)
     line = (f"end to end {total / 60:.1f} min with {COMMANDS} command starts of {command_s:.1f} s, "
-            f"peak {peak:,.0f} MB (largest collection's training)")
+            f"peak {peak:,.0f} MB (`train`: every collection's rows, and the largest fit's own "
+            f"peak)")
     if judged:
         line += (f"; {TIME_TARGET_S // 60}-minute target "
                  f"{'met' if total <= TIME_TARGET_S else 'MISSED'}, {MEMORY_TARGET_MB:,} MB "

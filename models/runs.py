@@ -139,10 +139,12 @@ def fit_seeds(cfg: TrainConfig, train: FeatureSet, fit_final=None):
 
 def ensemble_scores(models, data: FeatureSet) -> np.ndarray:
     """Mean of per-graph min-max normalised scores (higher = faster)."""
-    total = np.zeros(data.X.shape[0])
-    for m in models:
-        total += normalize_per_graph(m.predict(data), data.ptr)
-    return total / len(models)
+    return mean_normalized([m.predict(data) for m in models], data.ptr)
+
+
+def mean_normalized(per_model: list[np.ndarray], ptr: np.ndarray) -> np.ndarray:
+    """The ensemble of ensemble_scores from each model's own scores."""
+    return np.mean([normalize_per_graph(s, ptr) for s in per_model], axis=0)
 
 
 def cross_validate(cfg: TrainConfig, train: FeatureSet, fit_final=None) -> float:
@@ -199,12 +201,13 @@ def train_collection(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet,
     with clock("fit"):
         models = fit_seeds(cfg, train, fit_final)
     with clock("validate"):
-        seed_means = []
+        seed_means, per_model = [], []
         for i, m in enumerate(models):
             m.save(out_dir / f"seed-{i}")
+            per_model.append(m.predict(valid))
             seed_means.append(metrics.collection_score(metrics.per_graph_scores(
-                valid.collection, m.predict(valid), valid.runtime, valid.ptr)))
-        scores = ensemble_scores(models, valid)
+                valid.collection, per_model[-1], valid.runtime, valid.ptr)))
+        scores = mean_normalized(per_model, valid.ptr)
         per_graph = metrics.per_graph_scores(valid.collection, scores, valid.runtime, valid.ptr)
     with clock("cross-validate"):
         cv = cross_validate(cfg, train, fit_final)

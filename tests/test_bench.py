@@ -19,7 +19,7 @@ def test_each_stage_reports_its_own_peak_memory():
     # A large peak in the parent (as input generation leaves) must not show up in its children:
     # a spawned child's ru_maxrss starts from it.
     _allocate(800)
-    parent_peak = fb._peak_rss_mb()
+    parent_peak = fb.peak_rss_mb()
     record = fb.Recorder(log=lambda _: None)
     assert record("big", _allocate, 400, items=400, unit="MB") == 400 * 2**20
     record("small", _allocate, 1)

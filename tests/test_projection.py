@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from features import FeatureConfig
+from features import PARALLEL_MIN_BYTES, FeatureConfig
 from features import bench as fb
 from features.io import COLLECTIONS, list_npz
 from models import projection as pj
 from models import train_bench as tb
-from models.bench import FEW_CONFIGS_BUILD, BenchResult, unit_costs
+from models.bench import BASELINE, FEW_CONFIGS_BUILD, BenchResult, unit_costs
 
 ZERO = pj.UnitCosts(read=0.0, featurize=0.0, graph=0.0, static=0.0, tile_file=0.0,
                     entry=0.0, train_round=0.0, train=0.0, pair=0.0, layout_row=0.0,
@@ -45,6 +45,15 @@ def test_layout_build_time_is_counts_times_unit_costs():
     assert (e.build_s, e.submit_s) == (6.0, 3.0)
     t = pj.project("tile:xla", n, replace(ZERO, entry=2.0, layout_entry=3.0))
     assert (t.build_s, t.submit_s) == (4.0, 2.0)
+    # starting the workers: every split above PARALLEL_MIN_BYTES of more than one file
+    big, small = PARALLEL_MIN_BYTES, PARALLEL_MIN_BYTES - 1
+    w = pj.project("layout:xla:random", replace(n, input_bytes=(big, small, big)),
+                   replace(ZERO, pool=1.5))
+    assert (w.build_s, w.submit_s) == (1.5, 1.5)
+    one = pj.project("layout:xla:random", replace(n, files=(1, 2, 3)), replace(ZERO, pool=1.5))
+    assert (one.build_s, one.submit_s) == (1.5, 1.5)
+    serial = pj.project("layout:xla:random", n, replace(ZERO, pool=1.5, workers=1))
+    assert (serial.build_s, serial.submit_s) == (0.0, 0.0)
     f = pj.project("layout:xla:random", n, replace(ZERO, featurize=1e-9))
     rows = 10 * pj.featurized(5000, cap) + 2 * pj.featurized(4000, 1000)
     assert f.build_s == pytest.approx(rows * 400e-9 / 2)
@@ -82,6 +91,7 @@ def test_counts_of_a_tree_match_its_arrays(tiny_npz):
         for s, split in enumerate(pj.SPLIT_NAMES):
             files = list_npz(tiny_npz, collection, split)
             assert n.files[s] == len(files)
+            assert n.input_bytes[s] == sum(f.stat().st_size for f in files)
             arrays = [np.load(f) for f in files]
             per_file = [len({a["config_feat"][i].tobytes() for i in range(len(a["config_feat"]))})
                         if collection == "tile:xla" and split == "train"
@@ -108,9 +118,12 @@ def _bench_result(spec: fb.BenchSpec) -> BenchResult:
         ("build layout file, all configs, cold (npz)", every),
         (FEW_CONFIGS_BUILD, few),
         (f"build tile collection ({spec.tile_kernels} kernels, 2 workers)", 10.0),
-        ("build an entry of one tile file (2 workers)", 1.5))]
+        ("build an entry of one tile file (2 workers)", 1.5),
+        ("start 2 build workers, stop them", 1.2), (BASELINE, 0.0))]
     notes = {"split": {"per_graph": graph_s, "static": static_s},
-             "train": _fits(per_round=0.01, row=3e-9, pair=4e-10, watched=2e-7, predict=1e-10),
+             "train": {**_fits(per_round=0.01, row=3e-9, pair=4e-10, watched=2e-7,
+                                predict=1e-10), "load_s": 0.5, "x_mb": 150.0,
+                       "watch_fit_mb": 300.0},
              "layout_train": {"small_rows": 10_000, "large_rows": 30_000, "small_s": 1.0,
                               "large_s": 1.0 + 20_000 * tb.LAYOUT_ROUNDS * 4e-6},
              "ranking": {"parts": {"columns": 650}}, "command_s": 3.5}
@@ -128,6 +141,10 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
     assert u.train_round == pytest.approx(0.01) and u.train == pytest.approx(3e-9)
     assert u.pair == pytest.approx(4e-10) and u.layout_row == pytest.approx(4e-6)
     assert u.entry == pytest.approx(1.5) and u.layout_entry == pytest.approx(0.7)
+    assert u.pool == pytest.approx(1.2)
+    # 100,000 rows of 50 columns loaded in 0.5 s; the probe's fit took 300 MB beside 150 MB of X
+    assert u.load == pytest.approx(0.5 / 5e6) and u.fit_memory == pytest.approx(3.0)
+    assert u.baseline_mb == 100.0
     assert u.watched == pytest.approx(2e-7) and u.predict == pytest.approx(1e-10)
     assert (u.tile_columns, u.layout_columns, u.workers, u.command) == (50, 650, 2, 3.5)
 
@@ -172,3 +189,29 @@ def test_download_counts_stay_within_the_largest_published_file():
     for collection, n in pj.DOWNLOAD.items():
         for configs in n.configs:
             assert configs * n.config_nodes <= pj.MAX_CONFIG_NODE_UNITS, collection
+
+
+def test_loading_and_validation_are_billed_to_train_and_submit():
+    n = pj.Counts(files=(100, 10, 20), configs=(1500.0,) * 3, nodes=40.0, config_nodes=0.0)
+    rows = {"train": 100 * FeatureConfig().max_train_configs_tile, "valid": 10 * 1500,
+            "test": 20 * 1500}
+    load = pj.project("tile:xla", n, replace(ZERO, load=1e-9))
+    assert load.train_s == pytest.approx((rows["train"] + rows["valid"]) * 300 * 1e-9)
+    assert load.submit_s == pytest.approx(rows["test"] * 300 * 1e-9)
+    # the valid rows are predicted twice (score, then round by round), the test rows once
+    p = pj.project("tile:xla", n, replace(ZERO, predict=1e-9), rounds=100)
+    assert p.train_s == pytest.approx(pj.VALID_PASSES * rows["valid"] * 100e-9)
+    assert p.submit_s == pytest.approx(rows["test"] * 100e-9)
+
+
+def test_train_peak_holds_every_collection_and_the_largest_fit():
+    n = pj.Counts(files=(100, 10, 20), configs=(1500.0,) * 3, nodes=40.0, config_nodes=0.0)
+    p = pj.project("tile:xla", n, replace(ZERO, fit_memory=3.0))
+    train_mb = 100 * FeatureConfig().max_train_configs_tile * 300 * 4 / 2**20
+    valid_mb = 10 * 1500 * 300 * 4 / 2**20
+    assert p.resident_mb == pytest.approx(train_mb + valid_mb)
+    assert p.peak_mb == pytest.approx(3 * train_mb + valid_mb)
+    other = pj.Projection("layout:nlp:random", 0, 0, 0, 10, peak_mb=150.0, resident_mb=100.0)
+    # both collections held, plus the tile fit's own two matrices beyond its loaded one
+    assert pj.train_peak_mb([p, other], 200.0) == pytest.approx(
+        200 + p.resident_mb + 100 + 2 * train_mb)

@@ -101,17 +101,25 @@ def test_compiler_default_first_reference():
     assert default_first_per_graph(tile, None)[0] == pytest.approx(2 - 1 / 0.8)
 
 
-def test_default_rows_are_the_all_minus_one_configs_of_the_files(trained, tiny_npz):
+@pytest.mark.parametrize("split", ["train", "valid"])
+def test_default_rows_are_the_all_minus_one_configs_of_the_files(trained, tiny_npz, split):
     cache, _ = trained
-    data = features.load_or_build(tiny_npz, "layout:xla:default", "valid", FeatureConfig(), cache)
-    got = features.default_config_rows(tiny_npz, data, "valid", cache)
-    for g, f in enumerate(list_npz(tiny_npz, "layout:xla:default", "valid")):
+    entry, _ = features.build_entry(tiny_npz, "layout:xla:default", split, FeatureConfig(), cache)
+    data, got = features.load_entry(entry), features.default_config_rows(entry)
+    for g, f in enumerate(list_npz(tiny_npz, "layout:xla:default", split)):
         with np.load(f) as z:
             ncf = z["node_config_feat"]
         rows = slice(data.ptr[g], data.ptr[g + 1])
         want = (ncf[data.config_idx[rows]] == -1).all(axis=(1, 2))
         np.testing.assert_array_equal(got[rows], want)
     assert got.sum() > 0
+
+
+def test_tile_rows_are_never_default(trained, tiny_npz):
+    cache, _ = trained
+    entry, _ = features.build_entry(tiny_npz, "tile:xla", "valid", FeatureConfig(), cache)
+    got = features.default_config_rows(entry)
+    assert got.shape == (features.load_entry(entry).X.shape[0],) and not got.any()
 
 
 def test_history_and_gain_agree_with_the_saved_models(trained_run):
