@@ -77,12 +77,11 @@ def cmd_train(args) -> int:
                                                  workers=args.workers, pack=args.pack,
                                                  client=client)[0]
                             for s in ("train", "valid")) for c in args.collections}
-        data = {c: tuple(map(features.load_entry, pair)) for c, pair in entries.items()}
         info = {"signature": features.feature_signature(fcfg), "settings": asdict(fcfg),
                 "data": str(source.npz_root), "sample": source.is_sample,
                 "train_files": {c: source.train_fingerprint(c) for c in args.collections}}
         defaults = {c: features.default_config_rows(valid) for c, (_, valid) in entries.items()}
-        run_dir, record = train_run(cfg, data, args.cache_dir / "runs", info,
+        run_dir, record = train_run(cfg, entries, args.cache_dir / "runs", info,
                                     default_rows=defaults, client=client)
     print(format_table(record))
     print(f"run saved to {run_dir}")

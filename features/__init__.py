@@ -19,7 +19,8 @@ from .cache import reclaim_stale
 from .data import DataSource, resolve_data
 from .io import COLLECTIONS, SPLITS, DataFormatError, Graph, collect_format_error, list_npz
 from .signature import feature_signature
-from .table import FeatureConfig, FeatureSet, default_config_rows, read_parts
+from .entries import default_config_rows, read_parts
+from .table import FeatureConfig, FeatureSet
 
 __all__ = ["COLLECTIONS", "SPLITS", "DataFormatError", "DataSource", "FeatureConfig",
            "FeatureSet", "Graph", "build_entry", "default_config_rows", "feature_signature",
@@ -121,9 +122,15 @@ def read_meta(entry: Path) -> dict:
     return json.loads((Path(entry) / "meta.json").read_text())
 
 
-def load_entry(entry: Path) -> FeatureSet:
+def load_entry(entry: Path, columns: list[str] | None = None) -> FeatureSet:
+    """The entry's rows with every feature column, or only `columns` (() gives the targets and
+    graphs alone, for checks that need no features)."""
     meta = read_meta(entry)
-    return read_parts(entry, meta["collection"], meta["columns"], meta)
+    unknown = sorted(set(columns or ()) - set(meta["columns"]))
+    if unknown:
+        raise ValueError(f"{entry}: no feature columns {unknown}")
+    return read_parts(entry, meta["collection"],
+                      meta["columns"] if columns is None else list(columns), meta)
 
 
 def load_or_build(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,

@@ -252,37 +252,3 @@ def write_part(path: Path, tables: list[tuple[str, np.ndarray, Rows]], columns: 
     tmp_json = path.with_suffix(".json.tmp")
     tmp_json.write_text(json.dumps(info))
     tmp_json.replace(path.with_suffix(".json"))
-
-
-def _parts(entry: Path) -> list[Path]:
-    return sorted(Path(entry).glob("part-*.parquet"))
-
-
-def default_config_rows(entry: Path) -> np.ndarray:
-    """(n_rows,) bool: Rows.is_default of an entry's rows, in their order."""
-    return np.concatenate([pl.read_parquet(p, columns=["is_default"])["is_default"].to_numpy()
-                           for p in _parts(entry)] or [np.zeros(0, bool)])
-
-
-def read_parts(entry: Path, collection: str, columns: list[str], meta: dict) -> FeatureSet:
-    """An entry's rows. X is filled part by part: one frame of the whole entry beside X doubles
-    the peak, and polars' allocator keeps what it freed (a 510 MB dev tile X, from a 285 MB
-    process: 1,369 MB resident after a whole-frame load, 1,136 MB after this one)."""
-    parts = _parts(entry)
-    infos = [json.loads(p.with_suffix(".json").read_text()) for p in parts]
-    sizes = [s for info in infos for s in info["sizes"]]
-    ptr = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
-    X = np.empty((int(ptr[-1]), len(columns)), np.float32)
-    per_row = {"runtime": np.float64, "config_idx": np.int64, "dup_count": np.int32}
-    got = {name: [np.zeros(0, dtype)] for name, dtype in per_row.items()}
-    start = 0
-    for p in parts:
-        frame = pl.read_parquet(p, columns=[*columns, *per_row])
-        X[start:start + frame.height] = frame.select(columns).to_numpy()
-        for name in per_row:
-            got[name].append(frame[name].to_numpy())
-        start += frame.height
-    return FeatureSet(X=X, **{name: np.concatenate(a).astype(per_row[name], copy=False)
-                              for name, a in got.items()},
-                      ptr=ptr, graph_ids=tuple(gid for info in infos for gid in info["graph_ids"]),
-                      collection=collection, columns=tuple(columns), meta=meta)

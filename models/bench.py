@@ -187,7 +187,7 @@ def unit_costs(r: BenchResult, workers: int) -> pj.UnitCosts:
                         load=notes["train"]["load_s"] / (notes["train"]["rows"]
                                                          * notes["train"]["columns"]),
                         baseline_mb=next(s.peak_rss_mb for s in r.stages if s.name == BASELINE),
-                        fit_memory=1 + notes["train"]["watch_fit_mb"] / notes["train"]["x_mb"],
+                        fit_memory=tb.fit_memory(notes["train"]),
                         train_round=fit.round, train=fit.row, pair=fit.pair,
                         layout_row=tb.layout_row_cost(notes["layout_train"]), watched=fit.watched,
                         predict=fit.predict, tile_columns=int(notes["train"]["columns"]),
@@ -215,7 +215,8 @@ def _projection(r: BenchResult) -> list[str]:
             f"{u.layout_row * 1e6:.2f} us per layout (row x round) + {u.watched * 1e9:.0f} ns "
             f"per watched (row x round), predict {u.predict * 1e9:.1f} ns per (row x round), "
             f"load {u.load * 1e9:.2f} ns per (row x column) of a cache entry; a fit's peak "
-            f"{u.fit_memory:.2f}x its train matrix over a {u.baseline_mb:.0f} MB process; "
+            f"{u.fit_memory:.2f} MB per MB of its train matrix, matrix included, over a "
+            f"{u.baseline_mb:.0f} MB process; "
             f"{u.workers} build workers",
             *pj.format_projection([pj.project(c, n, u) for c, n in pj.DOWNLOAD.items()],
                                   "projected for the full download (counts: "

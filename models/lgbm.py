@@ -21,6 +21,7 @@ from features.settings import at_least, fractions, positive
 
 from . import metrics
 from .progress import lightgbm_callback, rounds_bar
+from .row_order import rows_in_order
 from .base import (MAX_LGBM_GROUP, read_params, round_grid, runtime_to_grade, split_groups,
                    standardized_log_runtime, write_params)
 
@@ -140,15 +141,21 @@ class _LightGBMRanker:
         raise NotImplementedError
 
     def _dataset(self, data: FeatureSet) -> lgb.Dataset:
+        """Built (binned) before the rows go back: LightGBM bins a float32 C-order X without
+        copying it, and frees its hold of X once built."""
         order, y, group = self.training_rows(data)
-        return lgb.Dataset(data.X if order is None else data.X[order], y, group=group,
-                           feature_name=safe_names(data.columns))
+        with rows_in_order(data.X, order) as X:
+            return lgb.Dataset(X, y, group=group, feature_name=safe_names(data.columns),
+                               params=self.lgb_params()).construct()
 
     def fit(self, train: FeatureSet, valid: FeatureSet | None = None):
+        """valid: graphs to early-stop on; train and valid may be views of one matrix
+        (selection.fit_and_watched), so valid is binned here, while it holds its rows."""
         train_set = self._dataset(train)
         callbacks, valid_sets, feval = [], [], None
         if valid is not None and valid.n_graphs:
-            valid_sets = [lgb.Dataset(valid.X, reference=train_set)]
+            valid_sets = [lgb.Dataset(valid.X, reference=train_set,
+                                      params=self.lgb_params()).construct()]
             feval = metric_feval(valid)
             callbacks.append(lgb.early_stopping(self.params.early_stopping, verbose=False))
         with rounds_bar(self.params.n_estimators, train.collection) as bar:

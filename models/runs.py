@@ -17,7 +17,7 @@ import lightgbm
 import numpy as np
 import xgboost
 
-from features import FeatureSet
+from features import FeatureSet, load_entry
 from features.table import FEATURE_FAMILIES
 from features.cache import atomic_dir, fingerprint, source_digest
 from features.io import collection_dir
@@ -32,6 +32,9 @@ N_RANDOM_ORDERS = 5
 # Ranker parameters a run sets itself, so an override of them would be ignored: -> the option.
 RUN_SET_PARAMS = {"seed": "--seed"}
 MAX_LISTED_GRAPHS = 10
+# A split's rows, or the cache entry they are loaded from when training needs them, so `train`
+# holds one collection's matrices at a time instead of every collection's.
+Split = FeatureSet | Path
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,11 @@ def cross_validate(cfg: TrainConfig, train: FeatureSet, fit_final=None) -> float
     return metrics.collection_score(np.concatenate(scores))
 
 
+def loaded(split: Split, columns: tuple[str, ...] | None = None) -> FeatureSet:
+    """A split's rows: a FeatureSet as it is, an entry read (only `columns` if given)."""
+    return split if isinstance(split, FeatureSet) else load_entry(split, columns)
+
+
 def usable(valid: FeatureSet) -> bool:
     """Whether the validation graphs can score the run."""
     return bool(metrics.scorable(valid.runtime, valid.ptr).any())
@@ -192,14 +200,25 @@ def check_splits(cfg: TrainConfig, data: dict, data_root: str | None) -> list[st
     return warnings
 
 
-def train_collection(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet,
-                     out_dir: Path, is_default: np.ndarray | None = None,
-                     fit_final=None) -> CollectionResult:
+def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path,
+                     is_default: np.ndarray | None = None, fit_final=None,
+                     log=print) -> CollectionResult:
     """is_default: (valid rows,) bool, the row's config is the compiler default (for the report).
-    fit_final: see selection.fit_family_stopped."""
+    fit_final: see selection.fit_family_stopped. An entry is loaded here, the valid rows only
+    once the train rows are let go: one matrix is held at a time."""
     start, clock = time.perf_counter(), diagnostics.Stopwatch()
+    with clock("load"):
+        train = loaded(train).without(cfg.without)
+    log(f"training {cfg.ranker} on {train.collection}: {train.n_graphs} graphs, "
+        f"{train.X.shape[0]} rows x {train.X.shape[1]} features")
     with clock("fit"):
         models = fit_seeds(cfg, train, fit_final)
+    with clock("cross-validate"):
+        cv = cross_validate(cfg, train, fit_final)
+    columns = train.columns
+    del train
+    with clock("load"):
+        valid = loaded(valid).without(cfg.without)
     with clock("validate"):
         seed_means, per_model = [], []
         for i, m in enumerate(models):
@@ -209,10 +228,8 @@ def train_collection(cfg: TrainConfig, train: FeatureSet, valid: FeatureSet,
                 valid.collection, per_model[-1], valid.runtime, valid.ptr)))
         scores = mean_normalized(per_model, valid.ptr)
         per_graph = metrics.per_graph_scores(valid.collection, scores, valid.runtime, valid.ptr)
-    with clock("cross-validate"):
-        cv = cross_validate(cfg, train, fit_final)
     with clock("report data"):
-        diagnostics.save(out_dir, models, valid, scores, is_default, train.columns)
+        diagnostics.save(out_dir, models, valid, scores, is_default, columns)
     return CollectionResult(valid.collection, per_graph, random_reference(
         valid.collection, valid, cfg.seed), seed_means, valid.graph_ids,
         time.perf_counter() - start, cv_mean=cv, rounds=[int(m.stopped_at_) for m in models],
@@ -230,7 +247,7 @@ def run_key(cfg: TrainConfig, feature_keys: dict, cluster: dict | None = None) -
                        code=source_digest(MODELS_DIR), **where)
 
 
-def train_run(cfg: TrainConfig, data: dict[str, tuple[FeatureSet, FeatureSet]],
+def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
               runs_root: Path, feature_info: dict, log=print,
               default_rows: dict[str, np.ndarray] | None = None,
               client=None) -> tuple[Path, dict]:
@@ -241,10 +258,10 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[FeatureSet, FeatureSet]],
     (models/dask_train.py), the rounds still chosen here (selection.fit_family_stopped)."""
     if not data:
         raise ValueError("no collections to train")
-    warnings = check_splits(cfg, data, feature_info.get("data"))
-    data = {c: (t.without(cfg.without), v.without(cfg.without)) for c, (t, v) in data.items()}
+    bare = {c: (loaded(t, ()), loaded(v, ())) for c, (t, v) in data.items()}   # no features
+    warnings = check_splits(cfg, bare, feature_info.get("data"))
     keys = {c: {"train": t.meta.get("key"), "valid": v.meta.get("key")}
-            for c, (t, v) in data.items()}
+            for c, (t, v) in bare.items()}
     fit_final, cluster = None, None
     if client is not None:
         from .dask_train import cluster_fit   # imports dask: only runs given a cluster need it
@@ -254,14 +271,12 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[FeatureSet, FeatureSet]],
     with atomic_dir(run_dir) as tmp:
         results = {}
         for collection, (train, valid) in data.items():
-            log(f"training {cfg.ranker} on {collection}: {train.n_graphs} graphs, "
-                f"{train.X.shape[0]} rows x {train.X.shape[1]} features")
             results[collection] = train_collection(cfg, train, valid,
                                                    tmp / collection.replace(":", "-"),
                                                    (default_rows or {}).get(collection),
-                                                   fit_final)
+                                                   fit_final, log)
         record = _run_record(cfg, results, keys, {**feature_info,
-                                                  "build_seconds": _build_seconds(data)},
+                                                  "build_seconds": _build_seconds(bare)},
                              warnings)
         record["cluster"] = cluster
         (tmp / "run.json").write_text(json.dumps(record, indent=1))

@@ -9,11 +9,14 @@ every number that picks a setting is measured on families the model did not trai
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from dataclasses import replace
 
 import numpy as np
 
 from features import FeatureSet
+
+from .row_order import rows_in_order
 
 # Tile kernels are named <program>_<signed 64-bit hex fingerprint>; the program is the unit.
 _KERNEL_HASH = re.compile(r"_-?[0-9a-f]{8,16}$")
@@ -70,8 +73,33 @@ def fit_family_stopped(cls, params, train: FeatureSet, fit_final=None):
         model = fit_final(cls(params), train)
         model.stopped_at_ = params.n_estimators
         return model
-    probe = cls(params).fit(train.take_graphs(fit_idx), train.take_graphs(watch_idx))
-    rounds = max(1, probe.best_iteration_)
+    with fit_and_watched(train, fit_idx, watch_idx) as (fit, watched):
+        rounds = max(1, cls(params).fit(fit, watched).best_iteration_)
     model = fit_final(cls(replace(params, n_estimators=rounds)), train)
     model.stopped_at_ = rounds
     return model
+
+
+def _graph_rows(data: FeatureSet, graphs: np.ndarray) -> np.ndarray:
+    return np.concatenate([np.arange(data.ptr[g], data.ptr[g + 1]) for g in graphs]
+                          + [np.zeros(0, np.int64)])
+
+
+def _rows_as(data: FeatureSet, graphs: np.ndarray, rows: np.ndarray, X: np.ndarray):
+    """data.take_graphs(graphs), whose rows are `rows`, with X given (a view) instead of copied."""
+    return FeatureSet(X=X, runtime=data.runtime[rows], config_idx=data.config_idx[rows],
+                      dup_count=data.dup_count[rows],
+                      ptr=np.concatenate([[0], np.cumsum(data.group_sizes[graphs])]),
+                      graph_ids=tuple(data.graph_ids[g] for g in graphs),
+                      collection=data.collection, columns=data.columns, meta=data.meta)
+
+
+@contextmanager
+def fit_and_watched(train: FeatureSet, fit_idx: np.ndarray, watch_idx: np.ndarray):
+    """(train.take_graphs(fit_idx), train.take_graphs(watch_idx)) as views of train.X, its rows
+    moved in place for the block (models/row_order.py): no copy of the train matrix."""
+    fit_rows, watch_rows = _graph_rows(train, fit_idx), _graph_rows(train, watch_idx)
+    with rows_in_order(train.X, np.concatenate([fit_rows, watch_rows])) as X:
+        n = fit_rows.size
+        yield (_rows_as(train, fit_idx, fit_rows, X[:n]),
+               _rows_as(train, watch_idx, watch_rows, X[n:n + watch_rows.size]))

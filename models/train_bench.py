@@ -19,7 +19,7 @@ from features import bench as fb, load_entry
 
 from .base import split_groups
 from .lgbm import LAMBDARANK_DEFAULTS, LambdaRank
-from .selection import early_stop_split
+from .selection import early_stop_split, fit_and_watched
 
 ROUNDS = 200   # every fit runs all of them: early stopping is set beyond the last round
 
@@ -53,6 +53,7 @@ def _fit(data, watch=None, **change) -> tuple[float, LambdaRank]:
 
 def train_stage(entry: Path) -> dict:
     """Runs in a bench child: the four fits and one prediction on a tile entry."""
+    start_mb = fb.reset_peak_rss()
     start = time.perf_counter()
     data = load_entry(entry)
     t_load = time.perf_counter() - start
@@ -65,9 +66,10 @@ def train_stage(entry: Path) -> dict:
     whole = LAMBDARANK_DEFAULTS["tile"].max_group_size   # no sub-group is larger
     t_whole, _ = _fit(data, truncation_level=whole)
     t_small, _ = _fit(small)
-    before = fb.reset_peak_rss()
-    t_watch, _ = _fit(data.take_graphs(fit_idx), data.take_graphs(watch_idx))
-    watch_mb = fb.peak_rss_mb() - before
+    fb.reset_peak_rss()
+    with fit_and_watched(data, fit_idx, watch_idx) as (fit, watched):
+        t_watch, _ = _fit(fit, watched)
+    fit_peak_mb = fb.peak_rss_mb()
     trunc = LAMBDARANK_DEFAULTS["tile"].truncation_level
     sizes = data.group_sizes
     return {"rows": data.X.shape[0], "small_rows": small.X.shape[0],
@@ -77,7 +79,7 @@ def train_stage(entry: Path) -> dict:
             "fit_pairs": pairs(sizes[fit_idx], trunc),
             "columns": data.X.shape[1], "all_s": t_all, "whole_s": t_whole, "small_s": t_small,
             "watch_s": t_watch, "predict_s": t_predict, "load_s": t_load,
-            "x_mb": data.X.nbytes / 2**20, "watch_fit_mb": watch_mb}
+            "x_mb": data.X.nbytes / 2**20, "start_mb": start_mb, "fit_peak_mb": fit_peak_mb}
 
 
 def train_costs(m: dict) -> TrainCosts:
@@ -90,6 +92,13 @@ def train_costs(m: dict) -> TrainCosts:
     plain_watch = ROUNDS * (per_round + row * m["fit_rows"] * cols + pair * m["fit_pairs"])
     watched = max(m["watch_s"] - plain_watch, 0.0) / (ROUNDS * max(m["watched_rows"], 1))
     return TrainCosts(per_round, row, pair, watched, m["predict_s"] / (ROUNDS * m["rows"]))
+
+
+def fit_memory(m: dict) -> float:
+    """The early-stopping probe's peak over the stage's starting process, per MB of the train
+    matrix: the matrix, what its load leaves allocated, and LightGBM's binned rows. The load's
+    leftovers are about one parquet part, so on larger data this is an upper bound."""
+    return (m["fit_peak_mb"] - m["start_mb"]) / m["x_mb"]
 
 
 LAYOUT_ROUNDS = 100   # 50 rounds on 10,000 and 30,000 rows gave 1.60-2.09 us in four runs

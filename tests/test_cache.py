@@ -97,6 +97,21 @@ def test_meta_records_how_the_entry_was_made(tiny_npz, tmp_path):
     assert meta["n_rows"] == load_entry(entry).X.shape[0]
 
 
+def test_an_entry_loads_chosen_columns_or_none(tiny_npz, tmp_path):
+    entry, _ = _entry(tiny_npz, tmp_path)
+    whole = load_entry(entry)
+    picked = [whole.columns[5], whole.columns[0]]
+    part, bare = load_entry(entry, picked), load_entry(entry, ())
+    np.testing.assert_array_equal(part.X, whole.X[:, [5, 0]])
+    assert part.columns == tuple(picked) and bare.X.shape == (whole.X.shape[0], 0)
+    for got in (part, bare):
+        np.testing.assert_array_equal(got.runtime, whole.runtime)
+        np.testing.assert_array_equal(got.ptr, whole.ptr)
+        assert got.graph_ids == whole.graph_ids
+    with pytest.raises(ValueError, match=f"{entry}.*no feature columns .'nope'"):
+        load_entry(entry, ["nope"])
+
+
 def test_parallel_build_equals_serial_build(tiny_npz, tmp_path, monkeypatch):
     monkeypatch.setattr(features, "PARALLEL_MIN_BYTES", 0)   # the tiny tree is below the bar
     serial = load_entry(build_entry(tiny_npz, "layout:nlp:random", "train", FeatureConfig(),

@@ -123,7 +123,7 @@ def _bench_result(spec: fb.BenchSpec) -> BenchResult:
     notes = {"split": {"per_graph": graph_s, "static": static_s},
              "train": {**_fits(per_round=0.01, row=3e-9, pair=4e-10, watched=2e-7,
                                 predict=1e-10), "load_s": 0.5, "x_mb": 150.0,
-                       "watch_fit_mb": 300.0},
+                       "start_mb": 100.0, "fit_peak_mb": 550.0},
              "layout_train": {"small_rows": 10_000, "large_rows": 30_000, "small_s": 1.0,
                               "large_s": 1.0 + 20_000 * tb.LAYOUT_ROUNDS * 4e-6},
              "ranking": {"parts": {"columns": 650}}, "command_s": 3.5}
@@ -142,7 +142,8 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
     assert u.pair == pytest.approx(4e-10) and u.layout_row == pytest.approx(4e-6)
     assert u.entry == pytest.approx(1.5) and u.layout_entry == pytest.approx(0.7)
     assert u.pool == pytest.approx(1.2)
-    # 100,000 rows of 50 columns loaded in 0.5 s; the probe's fit took 300 MB beside 150 MB of X
+    # 100,000 rows of 50 columns loaded in 0.5 s; the probe's fit peaked 450 MB above the
+    # stage's start with 150 MB of X
     assert u.load == pytest.approx(0.5 / 5e6) and u.fit_memory == pytest.approx(3.0)
     assert u.baseline_mb == 100.0
     assert u.watched == pytest.approx(2e-7) and u.predict == pytest.approx(1e-10)
@@ -204,14 +205,16 @@ def test_loading_and_validation_are_billed_to_train_and_submit():
     assert p.submit_s == pytest.approx(rows["test"] * 100e-9)
 
 
-def test_train_peak_holds_every_collection_and_the_largest_fit():
+def test_train_peak_is_the_largest_collection_held_alone():
+    """train holds one collection at a time, its valid rows only after its fit."""
     n = pj.Counts(files=(100, 10, 20), configs=(1500.0,) * 3, nodes=40.0, config_nodes=0.0)
     p = pj.project("tile:xla", n, replace(ZERO, fit_memory=3.0))
     train_mb = 100 * FeatureConfig().max_train_configs_tile * 300 * 4 / 2**20
-    valid_mb = 10 * 1500 * 300 * 4 / 2**20
-    assert p.resident_mb == pytest.approx(train_mb + valid_mb)
-    assert p.peak_mb == pytest.approx(3 * train_mb + valid_mb)
-    other = pj.Projection("layout:nlp:random", 0, 0, 0, 10, peak_mb=150.0, resident_mb=100.0)
-    # both collections held, plus the tile fit's own two matrices beyond its loaded one
-    assert pj.train_peak_mb([p, other], 200.0) == pytest.approx(
-        200 + p.resident_mb + 100 + 2 * train_mb)
+    assert train_mb > 10 * 1500 * 300 * 4 / 2**20
+    assert p.peak_mb == pytest.approx(3 * train_mb)
+    few_train = pj.project("tile:xla", replace(n, files=(1, 10, 20)),
+                           replace(ZERO, fit_memory=3.0))
+    assert few_train.peak_mb == pytest.approx(3 * 10 * 1500 * 300 * 4 / 2**20)
+    other = pj.Projection("layout:nlp:random", 0, 0, 0, 10, peak_mb=150.0)
+    assert pj.train_peak_mb([p, other], 200.0) == pytest.approx(200 + p.peak_mb)
+    assert few_train.peak_mb < 150 and pj.train_peak_mb([few_train, other], 200.0) == 350.0

@@ -6,8 +6,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from models.lgbm import REGRESSION_DEFAULTS, Regression
-from models.selection import early_stop_split, family_folds, fit_family_stopped, graph_family
+from models.lgbm import LAMBDARANK_DEFAULTS, REGRESSION_DEFAULTS, LambdaRank, Regression
+from models.row_order import rows_in_order
+from models.selection import (early_stop_split, family_folds, fit_and_watched,
+                              fit_family_stopped, graph_family)
 from tests.conftest import make_ranking
 
 
@@ -55,3 +57,51 @@ def test_early_stopping_watches_held_out_families_then_refits_on_all(rng):
     one = replace(data, graph_ids=tuple(f"only_batch_{i}" for i in range(10)))
     assert early_stop_split(one, seed=0)[1].size == 0
     assert fit_family_stopped(Regression, replace(params, n_estimators=30), one).stopped_at_ == 30
+
+
+def test_rows_in_order_holds_x_order_then_restores_x(rng):
+    X = rng.normal(size=(50, 7)).astype(np.float32)
+    before, order = X.copy(), rng.permutation(50)
+    with rows_in_order(X, order) as moved:
+        assert moved is X
+        np.testing.assert_array_equal(X, before[order])
+    np.testing.assert_array_equal(X, before)
+    with pytest.raises(RuntimeError), rows_in_order(X, order):
+        raise RuntimeError("a fit failed")
+    np.testing.assert_array_equal(X, before)            # restored on error too
+    for bad in (np.r_[order[:-1], order[0]], order[:-1], np.r_[order[:-1], 50]):
+        with pytest.raises(ValueError, match="permutation of the 50 rows"):
+            with rows_in_order(X, bad):
+                pass
+    np.testing.assert_array_equal(X, before)
+    X.flags.writeable = False                           # a read-only X is copied, not moved
+    with rows_in_order(X, order) as moved:
+        np.testing.assert_array_equal(moved, before[order])
+
+
+def test_fit_and_watched_are_take_graphs_without_a_copy(rng):
+    data = make_ranking(rng, [30, 5, 40, 12, 25, 8])
+    before = data.X.copy()
+    fit_idx, watch_idx = np.array([0, 2, 3, 5]), np.array([1, 4])
+    with fit_and_watched(data, fit_idx, watch_idx) as (fit, watched):
+        for got, graphs in ((fit, fit_idx), (watched, watch_idx)):
+            rows = np.concatenate([np.arange(data.ptr[g], data.ptr[g + 1]) for g in graphs])
+            assert np.shares_memory(got.X, data.X)
+            np.testing.assert_array_equal(got.X, before[rows])
+            np.testing.assert_array_equal(got.runtime, data.runtime[rows])
+            np.testing.assert_array_equal(got.ptr, np.r_[0, np.cumsum(data.group_sizes[graphs])])
+            assert got.graph_ids == tuple(data.graph_ids[g] for g in graphs)
+    np.testing.assert_array_equal(data.X, before)
+
+
+def test_lambdarank_fit_leaves_the_matrix_as_it_was(rng):
+    """Sub-groups of graphs over max_group_size are made by moving rows in place."""
+    data = make_ranking(rng, [300, 80, 260])
+    before = data.X.copy()
+    params = replace(LAMBDARANK_DEFAULTS["layout"], n_estimators=5, max_group_size=100)
+    moved = LambdaRank(params).fit(data)
+    np.testing.assert_array_equal(data.X, before)
+    frozen = replace(data, X=before)
+    before.flags.writeable = False                      # the plain X[order] copy
+    np.testing.assert_array_equal(moved.predict(data), LambdaRank(params).fit(frozen)
+                                  .predict(frozen))
