@@ -90,11 +90,11 @@ class UnitCosts:
     workers: int         # build processes the projection assumes
     pool: float = 0.0    # per entry built by worker processes: starting and stopping them
     load: float = 0.0    # per (row x column) read back from a cache entry
-    baseline_mb: float = 0.0   # a command's process after its imports
-    fit_memory: float = 1.25   # a collection's peak while `train` fits it, over the process
-                               # baseline, per MB of its train matrix, the matrix included
-                               # (bench measures it: train_bench.fit_memory; the default is the
-                               # float32 matrix and LightGBM's byte per value)
+    baseline_mb: float = 0.0   # `train`'s process before it loads rows (bench: its train stage's)
+    matrix_memory: float = 1.0   # MB resident per MB of a loaded float32 matrix
+    fit_memory: float = 0.25     # MB a fit adds per MB of its train matrix (LightGBM's byte
+                                 # per value) ...
+    fit_fixed_mb: float = 0.0    # ... and whatever its size (bench: train_bench.memory_costs)
     command: float = 0.0  # starting one command: interpreter and imports
     layout_entry: float = 0.0  # per layout entry, as `entry` (0 in bench.json of older runs:
                                # `entry` is taken)
@@ -165,9 +165,10 @@ def project(collection: str, n: Counts, u: UnitCosts, cfg: FeatureConfig = Featu
                + (rows["train"] + rows["valid"]) * columns * u.load)
     predict_s = rows["test"] * rounds * u.predict + rows["test"] * columns * u.load
     train_mb, valid_mb = (rows[k] * columns * 4 / 2**20 for k in ("train", "valid"))
-    # train loads the valid rows once the fitted train rows are let go; loading and predicting
-    # them costs less than a fit of as many rows (models/runs.train_collection)
-    peak_mb = u.fit_memory * max(train_mb, valid_mb)
+    # train loads the valid rows once the fitted train rows are let go
+    # (models/runs.train_collection); predicting them allocates a score per row
+    peak_mb = max(u.matrix_memory * train_mb + u.fit_memory * train_mb + u.fit_fixed_mb,
+                  u.matrix_memory * valid_mb)
     entry = u.layout_entry if kind == "layout" and u.layout_entry else u.entry
     build = [p / u.workers + (entry if files else 0.0)
              + (u.pool if uses_pool(files, size, u.workers) else 0.0)

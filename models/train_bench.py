@@ -51,14 +51,29 @@ def _fit(data, watch=None, **change) -> tuple[float, LambdaRank]:
     return time.perf_counter() - start, model
 
 
+def _probe(data) -> tuple[float, float]:
+    """The early-stopping probe as `train` fits it: its seconds, and its peak in MB over the
+    process before it."""
+    before = fb.reset_peak_rss()
+    fit_idx, watch_idx = early_stop_split(data, 0)
+    with fit_and_watched(data, fit_idx, watch_idx) as (fit, watched):
+        seconds, _ = _fit(fit, watched)
+    return seconds, fb.peak_rss_mb() - before
+
+
 def train_stage(entry: Path) -> dict:
-    """Runs in a bench child: the four fits and one prediction on a tile entry."""
+    """Runs in a bench child: the four fits and one prediction on a tile entry, and the memory
+    of loading it and of the probe on a tenth of its graphs and on all of them (first, so what
+    the other fits leave allocated does not count)."""
     start_mb = fb.reset_peak_rss()
     start = time.perf_counter()
     data = load_entry(entry)
     t_load = time.perf_counter() - start
+    loaded_mb = fb.reset_peak_rss()
     fit_idx, watch_idx = early_stop_split(data, 0)
     small = data.take_graphs(np.arange(0, data.n_graphs, 10))
+    _, small_fit_mb = _probe(small)
+    t_watch, fit_mb = _probe(data)
     t_all, model = _fit(data)
     start = time.perf_counter()
     model.predict(data)
@@ -66,10 +81,6 @@ def train_stage(entry: Path) -> dict:
     whole = LAMBDARANK_DEFAULTS["tile"].max_group_size   # no sub-group is larger
     t_whole, _ = _fit(data, truncation_level=whole)
     t_small, _ = _fit(small)
-    fb.reset_peak_rss()
-    with fit_and_watched(data, fit_idx, watch_idx) as (fit, watched):
-        t_watch, _ = _fit(fit, watched)
-    fit_peak_mb = fb.peak_rss_mb()
     trunc = LAMBDARANK_DEFAULTS["tile"].truncation_level
     sizes = data.group_sizes
     return {"rows": data.X.shape[0], "small_rows": small.X.shape[0],
@@ -79,7 +90,9 @@ def train_stage(entry: Path) -> dict:
             "fit_pairs": pairs(sizes[fit_idx], trunc),
             "columns": data.X.shape[1], "all_s": t_all, "whole_s": t_whole, "small_s": t_small,
             "watch_s": t_watch, "predict_s": t_predict, "load_s": t_load,
-            "x_mb": data.X.nbytes / 2**20, "start_mb": start_mb, "fit_peak_mb": fit_peak_mb}
+            "x_mb": data.X.nbytes / 2**20, "small_x_mb": small.X.nbytes / 2**20,
+            "start_mb": start_mb, "loaded_mb": loaded_mb, "fit_mb": fit_mb,
+            "small_fit_mb": small_fit_mb}
 
 
 def train_costs(m: dict) -> TrainCosts:
@@ -94,11 +107,14 @@ def train_costs(m: dict) -> TrainCosts:
     return TrainCosts(per_round, row, pair, watched, m["predict_s"] / (ROUNDS * m["rows"]))
 
 
-def fit_memory(m: dict) -> float:
-    """The early-stopping probe's peak over the stage's starting process, per MB of the train
-    matrix: the matrix, what its load leaves allocated, and LightGBM's binned rows. The load's
-    leftovers are about one parquet part, so on larger data this is an upper bound."""
-    return (m["fit_peak_mb"] - m["start_mb"]) / m["x_mb"]
+def memory_costs(m: dict) -> tuple[float, float, float]:
+    """(MB resident per MB of a loaded matrix, MB a probe adds per MB of its matrix, MB it adds
+    whatever the size): the probe's extra on a tenth of the graphs and on all of them, split
+    into a part that grows with the rows and one that does not (LightGBM bins the rows, but
+    samples at most 200,000 of them to find the bins and allocates its histograms once)."""
+    matrix = (m["loaded_mb"] - m["start_mb"]) / m["x_mb"]
+    per_mb = max(m["fit_mb"] - m["small_fit_mb"], 0.0) / (m["x_mb"] - m["small_x_mb"])
+    return matrix, per_mb, max(m["fit_mb"] - per_mb * m["x_mb"], 0.0)
 
 
 LAYOUT_ROUNDS = 100   # 50 rounds on 10,000 and 30,000 rows gave 1.60-2.09 us in four runs
