@@ -187,8 +187,7 @@ def unit_costs(r: BenchResult, workers: int) -> pj.UnitCosts:
                         load=notes["train"]["load_s"] / (notes["train"]["rows"]
                                                          * notes["train"]["columns"]),
                         baseline_mb=notes["train"]["start_mb"],
-                        **dict(zip(("matrix_memory", "fit_memory", "fit_fixed_mb"),
-                                   tb.memory_costs(notes["train"]))),
+                        **tb.memory_costs(notes["train"]),
                         train_round=fit.round, train=fit.row, pair=fit.pair,
                         layout_row=tb.layout_row_cost(notes["layout_train"]), watched=fit.watched,
                         predict=fit.predict, tile_columns=int(notes["train"]["columns"]),
@@ -216,7 +215,8 @@ def _projection(r: BenchResult) -> list[str]:
             f"{u.layout_row * 1e6:.2f} us per layout (row x round) + {u.watched * 1e9:.0f} ns "
             f"per watched (row x round), predict {u.predict * 1e9:.1f} ns per (row x round), "
             f"load {u.load * 1e9:.2f} ns per (row x column) of a cache entry; memory: "
-            f"{u.matrix_memory:.2f} MB resident per MB of a loaded matrix, a fit "
+            f"a load peaks at {u.load_memory:.2f} MB per MB of its matrix and leaves "
+            f"{u.matrix_memory:.2f} MB resident, a fit adds "
             f"{u.fit_memory:.2f} MB per MB of its train matrix + {u.fit_fixed_mb:.0f} MB, over "
             f"a {u.baseline_mb:.0f} MB process; "
             f"{u.workers} build workers",

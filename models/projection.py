@@ -91,6 +91,7 @@ class UnitCosts:
     pool: float = 0.0    # per entry built by worker processes: starting and stopping them
     load: float = 0.0    # per (row x column) read back from a cache entry
     baseline_mb: float = 0.0   # `train`'s process before it loads rows (bench: its train stage's)
+    load_memory: float = 1.0     # peak MB while a float32 matrix loads, per MB of it
     matrix_memory: float = 1.0   # MB resident per MB of a loaded float32 matrix
     fit_memory: float = 0.25     # MB a fit adds per MB of its train matrix (LightGBM's byte
                                  # per value) ...
@@ -167,8 +168,8 @@ def project(collection: str, n: Counts, u: UnitCosts, cfg: FeatureConfig = Featu
     train_mb, valid_mb = (rows[k] * columns * 4 / 2**20 for k in ("train", "valid"))
     # train loads the valid rows once the fitted train rows are let go
     # (models/runs.train_collection); predicting them allocates a score per row
-    peak_mb = max(u.matrix_memory * train_mb + u.fit_memory * train_mb + u.fit_fixed_mb,
-                  u.matrix_memory * valid_mb)
+    peak_mb = max(u.load_memory * train_mb, u.load_memory * valid_mb,
+                  (u.matrix_memory + u.fit_memory) * train_mb + u.fit_fixed_mb)
     entry = u.layout_entry if kind == "layout" and u.layout_entry else u.entry
     build = [p / u.workers + (entry if files else 0.0)
              + (u.pool if uses_pool(files, size, u.workers) else 0.0)

@@ -69,6 +69,7 @@ def train_stage(entry: Path) -> dict:
     start = time.perf_counter()
     data = load_entry(entry)
     t_load = time.perf_counter() - start
+    load_peak_mb = fb.peak_rss_mb()
     loaded_mb = fb.reset_peak_rss()
     fit_idx, watch_idx = early_stop_split(data, 0)
     small = data.take_graphs(np.arange(0, data.n_graphs, 10))
@@ -91,7 +92,8 @@ def train_stage(entry: Path) -> dict:
             "columns": data.X.shape[1], "all_s": t_all, "whole_s": t_whole, "small_s": t_small,
             "watch_s": t_watch, "predict_s": t_predict, "load_s": t_load,
             "x_mb": data.X.nbytes / 2**20, "small_x_mb": small.X.nbytes / 2**20,
-            "start_mb": start_mb, "loaded_mb": loaded_mb, "fit_mb": fit_mb,
+            "start_mb": start_mb, "load_peak_mb": load_peak_mb, "loaded_mb": loaded_mb,
+            "fit_mb": fit_mb,
             "small_fit_mb": small_fit_mb}
 
 
@@ -107,14 +109,16 @@ def train_costs(m: dict) -> TrainCosts:
     return TrainCosts(per_round, row, pair, watched, m["predict_s"] / (ROUNDS * m["rows"]))
 
 
-def memory_costs(m: dict) -> tuple[float, float, float]:
-    """(MB resident per MB of a loaded matrix, MB a probe adds per MB of its matrix, MB it adds
-    whatever the size): the probe's extra on a tenth of the graphs and on all of them, split
-    into a part that grows with the rows and one that does not (LightGBM bins the rows, but
-    samples at most 200,000 of them to find the bins and allocates its histograms once)."""
-    matrix = (m["loaded_mb"] - m["start_mb"]) / m["x_mb"]
+def memory_costs(m: dict) -> dict[str, float]:
+    """UnitCosts' memory fields, per MB of a matrix: the peak of its load (its part being read
+    on top: an upper bound for larger entries of more parts), what stays resident after it,
+    and what the probe adds, split by its extra on a tenth of the graphs and on all of them
+    into a part that grows with the rows and one that does not (LightGBM bins every row, but
+    samples at most 200,000 rows to find the bins and allocates its histograms once)."""
     per_mb = max(m["fit_mb"] - m["small_fit_mb"], 0.0) / (m["x_mb"] - m["small_x_mb"])
-    return matrix, per_mb, max(m["fit_mb"] - per_mb * m["x_mb"], 0.0)
+    return {"load_memory": (m["load_peak_mb"] - m["start_mb"]) / m["x_mb"],
+            "matrix_memory": (m["loaded_mb"] - m["start_mb"]) / m["x_mb"],
+            "fit_memory": per_mb, "fit_fixed_mb": max(m["fit_mb"] - per_mb * m["x_mb"], 0.0)}
 
 
 LAYOUT_ROUNDS = 100   # 50 rounds on 10,000 and 30,000 rows gave 1.60-2.09 us in four runs

@@ -123,7 +123,7 @@ def _bench_result(spec: fb.BenchSpec) -> BenchResult:
     notes = {"split": {"per_graph": graph_s, "static": static_s},
              "train": {**_fits(per_round=0.01, row=3e-9, pair=4e-10, watched=2e-7,
                                 predict=1e-10), "load_s": 0.5, "x_mb": 150.0,
-                       "start_mb": 120.0, "loaded_mb": 300.0, "small_x_mb": 15.0,
+                       "start_mb": 120.0, "load_peak_mb": 345.0, "loaded_mb": 300.0, "small_x_mb": 15.0,
                        "small_fit_mb": 40.0, "fit_mb": 175.0},
              "layout_train": {"small_rows": 10_000, "large_rows": 30_000, "small_s": 1.0,
                               "large_s": 1.0 + 20_000 * tb.LAYOUT_ROUNDS * 4e-6},
@@ -143,9 +143,11 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
     assert u.pair == pytest.approx(4e-10) and u.layout_row == pytest.approx(4e-6)
     assert u.entry == pytest.approx(1.5) and u.layout_entry == pytest.approx(0.7)
     assert u.pool == pytest.approx(1.2)
-    # 100,000 rows of 50 columns (150 MB) loaded in 0.5 s, to 180 MB more resident; the probe
+    # 100,000 rows of 50 columns (150 MB) loaded in 0.5 s, peaking 225 MB above the start and
+    # leaving 180 MB more resident; the probe
     # added 40 MB on a tenth of them, 175 MB on all: 1 MB per MB and 25 MB whatever the size
     assert u.load == pytest.approx(0.5 / 5e6) and u.matrix_memory == pytest.approx(1.2)
+    assert u.load_memory == pytest.approx(1.5)
     assert u.fit_memory == pytest.approx(1.0) and u.fit_fixed_mb == pytest.approx(25.0)
     assert u.baseline_mb == 120.0
     assert u.watched == pytest.approx(2e-7) and u.predict == pytest.approx(1e-10)
@@ -210,14 +212,16 @@ def test_loading_and_validation_are_billed_to_train_and_submit():
 def test_train_peak_is_the_largest_collection_held_alone():
     """train holds one collection at a time, its valid rows only after its fit."""
     n = pj.Counts(files=(100, 10, 20), configs=(1500.0,) * 3, nodes=40.0, config_nodes=0.0)
-    u = replace(ZERO, matrix_memory=1.5, fit_memory=0.5, fit_fixed_mb=40.0)
+    u = replace(ZERO, load_memory=1.8, matrix_memory=1.5, fit_memory=0.5, fit_fixed_mb=40.0)
     p = pj.project("tile:xla", n, u)
     train_mb = 100 * FeatureConfig().max_train_configs_tile * 300 * 4 / 2**20
     valid_mb = 10 * 1500 * 300 * 4 / 2**20
     assert p.peak_mb == pytest.approx(1.5 * train_mb + 0.5 * train_mb + 40)
     few_train = pj.project("tile:xla", replace(n, files=(1, 10, 20)),
                            replace(u, fit_fixed_mb=0.0))
-    assert few_train.peak_mb == pytest.approx(1.5 * valid_mb)   # the valid rows, after the fit
+    assert few_train.peak_mb == pytest.approx(1.8 * valid_mb)   # the valid rows, after the fit
+    assert pj.project("tile:xla", n, replace(u, load_memory=9.0)).peak_mb == \
+        pytest.approx(9 * train_mb)                                 # a load above its fit
     other = pj.Projection("layout:nlp:random", 0, 0, 0, 10, peak_mb=150.0)
     assert pj.train_peak_mb([p, other], 200.0) == pytest.approx(200 + p.peak_mb)
     assert few_train.peak_mb < 150 and pj.train_peak_mb([few_train, other], 200.0) == 350.0
