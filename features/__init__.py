@@ -16,9 +16,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 # polars' allocator (jemalloc) keeps the pages it frees, so loading an entry part by part left
-# about a second matrix resident: a 510 MB dev tile X loaded to 1,000 MB of RSS, and to 664 MB
-# with freed pages returned at once, for 0.7 s more. Read when polars is first imported (so
-# before the imports below); a user's own setting wins.
+# about a second matrix resident: a 510 MB dev tile X loaded into a 285 MB process left
+# 1,000 MB resident, and 664 MB with freed pages returned at once, for about 1 s more. Read
+# when polars is first imported (so before the imports below); a user's own setting wins.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
 from . import cache, units as unit_store, workers as worker_pool

@@ -32,8 +32,9 @@ def default_config_rows(entry: Path) -> np.ndarray:
 
 def read_parts(entry: Path, collection: str, columns: list[str], meta: dict) -> FeatureSet:
     """An entry's rows. X is filled part by part, a part in slices of rows: one frame of the
-    whole entry beside X doubled the peak (a 510 MB dev tile X, from a 285 MB process: 1,369 MB
-    resident after a whole-frame load, 1,136 MB part by part)."""
+    whole entry beside X doubled the peak. A 510 MB dev tile X loaded into a 285 MB process
+    left 1,369 MB resident as one frame, 1,136 MB part by part, and 664 MB once polars also
+    returned the pages it freed (features/__init__.py)."""
     parts = entry_parts(entry)
     infos = [json.loads(p.with_suffix(".json").read_text()) for p in parts]
     sizes = [s for info in infos for s in info["sizes"]]

@@ -8,7 +8,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from features import FeatureConfig, build_entry
@@ -103,7 +103,10 @@ def projection_for(npz_root: Path, bench_json: Path, rounds: dict[str, int] | No
                    ) -> list[pj.Projection]:
     """The projection for the data under npz_root, from the unit costs a bench run saved;
     rounds: per collection, the rounds a run trained (default: the upper bound)."""
-    units = pj.UnitCosts(**json.loads(Path(bench_json).read_text())["units"])
+    saved = json.loads(Path(bench_json).read_text())["units"]
+    # fields UnitCosts no longer has are left out: fit_memory (older benches) counted the
+    # matrix itself, which the projection now adds apart
+    units = pj.UnitCosts(**{f.name: saved[f.name] for f in fields(pj.UnitCosts) if f.name in saved})
     return [pj.project(c, n, units, rounds=(rounds or {}).get(c))
             for c, n in pj.counts_of(npz_root).items()]
 
@@ -216,8 +219,8 @@ def _projection(r: BenchResult) -> list[str]:
             f"per watched (row x round), predict {u.predict * 1e9:.1f} ns per (row x round), "
             f"load {u.load * 1e9:.2f} ns per (row x column) of a cache entry; memory: "
             f"a load peaks at {u.load_memory:.2f} MB per MB of its matrix and leaves "
-            f"{u.matrix_memory:.2f} MB resident, a fit adds "
-            f"{u.fit_memory:.2f} MB per MB of its train matrix + {u.fit_fixed_mb:.0f} MB, over "
+            f"{u.matrix_memory:.2f} MB per MB resident, a fit adds "
+            f"{u.fit_extra:.2f} MB per MB of its train matrix + {u.fit_fixed_mb:.0f} MB, over "
             f"a {u.baseline_mb:.0f} MB process; "
             f"{u.workers} build workers",
             *pj.format_projection([pj.project(c, n, u) for c, n in pj.DOWNLOAD.items()],

@@ -93,7 +93,7 @@ class UnitCosts:
     baseline_mb: float = 0.0   # `train`'s process before it loads rows (bench: its train stage's)
     load_memory: float = 1.0     # peak MB while a float32 matrix loads, per MB of it
     matrix_memory: float = 1.0   # MB resident per MB of a loaded float32 matrix
-    fit_memory: float = 0.25     # MB a fit adds per MB of its train matrix (LightGBM's byte
+    fit_extra: float = 0.25      # MB a fit adds per MB of its train matrix (LightGBM's byte
                                  # per value) ...
     fit_fixed_mb: float = 0.0    # ... and whatever its size (bench: train_bench.memory_costs)
     command: float = 0.0  # starting one command: interpreter and imports
@@ -167,9 +167,9 @@ def project(collection: str, n: Counts, u: UnitCosts, cfg: FeatureConfig = Featu
     predict_s = rows["test"] * rounds * u.predict + rows["test"] * columns * u.load
     train_mb, valid_mb = (rows[k] * columns * 4 / 2**20 for k in ("train", "valid"))
     # train loads the valid rows once the fitted train rows are let go
-    # (models/runs.train_collection); predicting them allocates a score per row
+    # (models/runs.train_collection)
     peak_mb = max(u.load_memory * train_mb, u.load_memory * valid_mb,
-                  (u.matrix_memory + u.fit_memory) * train_mb + u.fit_fixed_mb)
+                  (u.matrix_memory + u.fit_extra) * train_mb + u.fit_fixed_mb)
     entry = u.layout_entry if kind == "layout" and u.layout_entry else u.entry
     build = [p / u.workers + (entry if files else 0.0)
              + (u.pool if uses_pool(files, size, u.workers) else 0.0)

@@ -54,8 +54,8 @@ def rows_in_order(X: np.ndarray, order: np.ndarray | None):
     if not X.flags.writeable:
         yield X[order]
         return
-    _move_rows(X, order)
-    try:
+    try:    # numba code runs to its end once started: X is moved whole or not at all
+        _move_rows(X, order)
         yield X
     finally:
         inverse = np.empty_like(order)

@@ -260,8 +260,9 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
         raise ValueError("no collections to train")
     bare = {c: (loaded(t, ()), loaded(v, ())) for c, (t, v) in data.items()}   # no features
     warnings = check_splits(cfg, bare, feature_info.get("data"))
-    keys = {c: {"train": t.meta.get("key"), "valid": v.meta.get("key")}
-            for c, (t, v) in bare.items()}
+    metas = {c: (t.meta, v.meta) for c, (t, v) in bare.items()}
+    del bare   # its targets are loaded again with each collection's rows
+    keys = {c: {"train": t.get("key"), "valid": v.get("key")} for c, (t, v) in metas.items()}
     fit_final, cluster = None, None
     if client is not None:
         from .dask_train import cluster_fit   # imports dask: only runs given a cluster need it
@@ -276,7 +277,7 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
                                                    (default_rows or {}).get(collection),
                                                    fit_final, log)
         record = _run_record(cfg, results, keys, {**feature_info,
-                                                  "build_seconds": _build_seconds(bare)},
+                                                  "build_seconds": _build_seconds(metas)},
                              warnings)
         record["cluster"] = cluster
         (tmp / "run.json").write_text(json.dumps(record, indent=1))
@@ -297,10 +298,10 @@ def _run_record(cfg: TrainConfig, results: dict, keys: dict, feature_info: dict,
                          "numpy": np.__version__, "python": platform.python_version()}}
 
 
-def _build_seconds(data: dict[str, tuple[FeatureSet, FeatureSet]]) -> dict:
+def _build_seconds(metas: dict[str, tuple[dict, dict]]) -> dict:
     """Wall time of the build that made each feature cache entry (maybe by an earlier command)."""
-    return {c: {"train": t.meta.get("wall_seconds_this_run"),
-                "valid": v.meta.get("wall_seconds_this_run")} for c, (t, v) in data.items()}
+    return {c: {"train": t.get("wall_seconds_this_run"), "valid": v.get("wall_seconds_this_run")}
+            for c, (t, v) in metas.items()}
 
 
 def _git_describe() -> str | None:

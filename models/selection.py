@@ -80,6 +80,8 @@ def fit_family_stopped(cls, params, train: FeatureSet, fit_final=None):
     return model
 
 
+# _graph_rows and _rows_as repeat what FeatureSet.take_graphs does, with X given: take_graphs
+# lives in features/table.py, whose every edit changes the feature signature.
 def _graph_rows(data: FeatureSet, graphs: np.ndarray) -> np.ndarray:
     return np.concatenate([np.arange(data.ptr[g], data.ptr[g + 1]) for g in graphs]
                           + [np.zeros(0, np.int64)])
@@ -97,7 +99,8 @@ def _rows_as(data: FeatureSet, graphs: np.ndarray, rows: np.ndarray, X: np.ndarr
 @contextmanager
 def fit_and_watched(train: FeatureSet, fit_idx: np.ndarray, watch_idx: np.ndarray):
     """(train.take_graphs(fit_idx), train.take_graphs(watch_idx)) as views of train.X, its rows
-    moved in place for the block (models/row_order.py): no copy of the train matrix."""
+    moved in place for the block (models/row_order.py): no copy of the train matrix. The two
+    must hold every graph between them; after the block the views see train's own order."""
     fit_rows, watch_rows = _graph_rows(train, fit_idx), _graph_rows(train, watch_idx)
     with rows_in_order(train.X, np.concatenate([fit_rows, watch_rows])) as X:
         n = fit_rows.size

@@ -148,7 +148,7 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
     # added 40 MB on a tenth of them, 175 MB on all: 1 MB per MB and 25 MB whatever the size
     assert u.load == pytest.approx(0.5 / 5e6) and u.matrix_memory == pytest.approx(1.2)
     assert u.load_memory == pytest.approx(1.5)
-    assert u.fit_memory == pytest.approx(1.0) and u.fit_fixed_mb == pytest.approx(25.0)
+    assert u.fit_extra == pytest.approx(1.0) and u.fit_fixed_mb == pytest.approx(25.0)
     assert u.baseline_mb == 120.0
     assert u.watched == pytest.approx(2e-7) and u.predict == pytest.approx(1e-10)
     assert (u.tile_columns, u.layout_columns, u.workers, u.command) == (50, 650, 2, 3.5)
@@ -212,7 +212,7 @@ def test_loading_and_validation_are_billed_to_train_and_submit():
 def test_train_peak_is_the_largest_collection_held_alone():
     """train holds one collection at a time, its valid rows only after its fit."""
     n = pj.Counts(files=(100, 10, 20), configs=(1500.0,) * 3, nodes=40.0, config_nodes=0.0)
-    u = replace(ZERO, load_memory=1.8, matrix_memory=1.5, fit_memory=0.5, fit_fixed_mb=40.0)
+    u = replace(ZERO, load_memory=1.8, matrix_memory=1.5, fit_extra=0.5, fit_fixed_mb=40.0)
     p = pj.project("tile:xla", n, u)
     train_mb = 100 * FeatureConfig().max_train_configs_tile * 300 * 4 / 2**20
     valid_mb = 10 * 1500 * 300 * 4 / 2**20
@@ -225,3 +225,21 @@ def test_train_peak_is_the_largest_collection_held_alone():
     other = pj.Projection("layout:nlp:random", 0, 0, 0, 10, peak_mb=150.0)
     assert pj.train_peak_mb([p, other], 200.0) == pytest.approx(200 + p.peak_mb)
     assert few_train.peak_mb < 150 and pj.train_peak_mb([few_train, other], 200.0) == 350.0
+
+
+def test_an_older_bench_json_projects_without_its_retired_field(tiny_npz, tmp_path):
+    """fit_memory (older benches) counted the matrix itself: read as fit_extra it would count
+    the matrix twice, so it is left out and the default stands."""
+    import json
+    from dataclasses import asdict
+    from models.bench import projection_for
+    units = replace(ZERO, matrix_memory=1.0, load_memory=1.0)
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"units": {**asdict(units), "fit_memory": 2.96}}))
+    got = {p.collection: p for p in projection_for(tiny_npz, path)}
+    n = pj.counts_of(tiny_npz)["tile:xla"]
+    rows = n.files[0] * min(n.configs[0], FeatureConfig().max_train_configs_tile)
+    train_mb = rows * 300 * 4 / 2**20
+    assert got["tile:xla"].peak_mb == pytest.approx(
+        max((1.0 + pj.UnitCosts.fit_extra) * train_mb,
+            n.files[1] * n.configs[1] * 300 * 4 / 2**20))

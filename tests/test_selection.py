@@ -81,16 +81,17 @@ def test_rows_in_order_holds_x_order_then_restores_x(rng):
 
 def test_fit_and_watched_are_take_graphs_without_a_copy(rng):
     data = make_ranking(rng, [30, 5, 40, 12, 25, 8])
+    data = replace(data, config_idx=rng.permutation(data.runtime.size),
+                   dup_count=rng.integers(1, 4, data.runtime.size).astype(np.int32))
     before = data.X.copy()
     fit_idx, watch_idx = np.array([0, 2, 3, 5]), np.array([1, 4])
-    with fit_and_watched(data, fit_idx, watch_idx) as (fit, watched):
-        for got, graphs in ((fit, fit_idx), (watched, watch_idx)):
-            rows = np.concatenate([np.arange(data.ptr[g], data.ptr[g + 1]) for g in graphs])
-            assert np.shares_memory(got.X, data.X)
-            np.testing.assert_array_equal(got.X, before[rows])
-            np.testing.assert_array_equal(got.runtime, data.runtime[rows])
-            np.testing.assert_array_equal(got.ptr, np.r_[0, np.cumsum(data.group_sizes[graphs])])
-            assert got.graph_ids == tuple(data.graph_ids[g] for g in graphs)
+    expected = data.take_graphs(fit_idx), data.take_graphs(watch_idx)
+    with fit_and_watched(data, fit_idx, watch_idx) as got:
+        for view, copy in zip(got, expected):
+            assert np.shares_memory(view.X, data.X)
+            for name in ("X", "runtime", "config_idx", "dup_count", "ptr"):
+                np.testing.assert_array_equal(getattr(view, name), getattr(copy, name))
+            assert view.graph_ids == copy.graph_ids and view.columns == copy.columns
     np.testing.assert_array_equal(data.X, before)
 
 
