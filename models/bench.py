@@ -106,7 +106,8 @@ def projection_for(npz_root: Path, bench_json: Path, rounds: dict[str, int] | No
     saved = json.loads(Path(bench_json).read_text())["units"]
     # fields UnitCosts no longer has are left out: fit_memory (older benches) counted the
     # matrix itself, which the projection now adds apart
-    units = pj.UnitCosts(**{f.name: saved[f.name] for f in fields(pj.UnitCosts) if f.name in saved})
+    units = pj.UnitCosts(**{f.name: saved[f.name] for f in fields(pj.UnitCosts)
+                            if f.name in saved})
     return [pj.project(c, n, units, rounds=(rounds or {}).get(c))
             for c, n in pj.counts_of(npz_root).items()]
 

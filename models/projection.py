@@ -235,7 +235,8 @@ def format_projection(projections: list[Projection], title: str, judged: bool,
     total = end_to_end_s(projections, command_s)
     peak = train_peak_mb(projections, baseline_mb)
     line = (f"end to end {total / 60:.1f} min with {COMMANDS} command starts of {command_s:.1f} s, "
-            f"peak {peak:,.0f} MB (`train`, whose largest collection's fit peaks highest)")
+            f"peak {peak:,.0f} MB (`train`: one collection at a time, the highest of its load "
+            f"and its fit)")
     if judged:
         line += (f"; {TIME_TARGET_S // 60}-minute target "
                  f"{'met' if total <= TIME_TARGET_S else 'MISSED'}, {MEMORY_TARGET_MB:,} MB "

@@ -95,8 +95,7 @@ def train_stage(entry: Path) -> dict:
             "watch_s": t_watch, "predict_s": t_predict, "load_s": t_load,
             "x_mb": data.X.nbytes / 2**20, "small_x_mb": small.X.nbytes / 2**20,
             "start_mb": start_mb, "load_peak_mb": load_peak_mb, "loaded_mb": loaded_mb,
-            "fit_mb": fit_mb,
-            "small_fit_mb": small_fit_mb}
+            "fit_mb": fit_mb, "small_fit_mb": small_fit_mb}
 
 
 def train_costs(m: dict) -> TrainCosts:
@@ -114,9 +113,10 @@ def train_costs(m: dict) -> TrainCosts:
 def memory_costs(m: dict) -> dict[str, float]:
     """UnitCosts' memory fields, per MB of a matrix: the peak of its load and what stays
     resident after it (both with the fixed cost of a first load and the part being read on top:
-    upper bounds for larger entries of more parts), and what the probe adds, split by its extra on a tenth of the graphs and on all of them
-    into a part that grows with the rows and one that does not (LightGBM bins every row, but
-    samples at most 200,000 rows to find the bins and allocates its histograms once)."""
+    upper bounds for larger entries of more parts), and what the probe adds, split by its extra
+    on a tenth of the graphs and on all of them into a part that grows with the rows and one
+    that does not (LightGBM bins every row, but samples at most 200,000 rows to find the bins
+    and allocates its histograms once)."""
     per_mb = max(m["fit_mb"] - m["small_fit_mb"], 0.0) / (m["x_mb"] - m["small_x_mb"])
     return {"load_memory": (m["load_peak_mb"] - m["start_mb"]) / m["x_mb"],
             "matrix_memory": (m["loaded_mb"] - m["start_mb"]) / m["x_mb"],

@@ -123,8 +123,8 @@ def _bench_result(spec: fb.BenchSpec) -> BenchResult:
     notes = {"split": {"per_graph": graph_s, "static": static_s},
              "train": {**_fits(per_round=0.01, row=3e-9, pair=4e-10, watched=2e-7,
                                 predict=1e-10), "load_s": 0.5, "x_mb": 150.0,
-                       "start_mb": 120.0, "load_peak_mb": 345.0, "loaded_mb": 300.0, "small_x_mb": 15.0,
-                       "small_fit_mb": 40.0, "fit_mb": 175.0},
+                       "start_mb": 120.0, "load_peak_mb": 345.0, "loaded_mb": 300.0,
+                       "small_x_mb": 15.0, "small_fit_mb": 40.0, "fit_mb": 175.0},
              "layout_train": {"small_rows": 10_000, "large_rows": 30_000, "small_s": 1.0,
                               "large_s": 1.0 + 20_000 * tb.LAYOUT_ROUNDS * 4e-6},
              "ranking": {"parts": {"columns": 650}}, "command_s": 3.5}
