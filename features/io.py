@@ -299,18 +299,20 @@ def _kept_configs(zf: zipfile.ZipFile, path: Path, piece_bytes: int, rows: int,
         scratch = np.empty((min(step, shape[0]),) + shape[1:], np.int8)
         kept = np.empty((index.size,) + shape[1:], np.int8)
         hashes = np.empty(shape[0], np.uint64)
-        slots = np.zeros((shape[1], 3), np.uint8)
+        slots = np.zeros(shape[1] * 3, np.int64)
         for start in range(0, shape[0], step):
             n = min(step, shape[0] - start)
             raw = _read_exact(fp, n * config_values * dtype.itemsize, path)
             piece = scratch[:n]
             _to_int8(np.frombuffer(raw, dtype=dtype), path, start * config_values, shape=shape,
                      out=piece.reshape(-1))
-            hashes[start:start + n] = kernels.row_hash(piece.reshape(n, -1).view(np.uint8))
-            np.maximum(slots, kernels.slots_set(piece), out=slots)
+            as_bytes = piece.reshape(n, -1).view(np.uint8)
+            hashes[start:start + n] = kernels.row_hash(as_bytes)
+            kernels.add_slots_set(as_bytes, slots)
             lo, hi = np.searchsorted(index, (start, start + n))
             kept[lo:hi] = piece[index[lo:hi] - start]
-    return dict(node_config_feat=kept, config_index=index, row_hashes=hashes, config_slots=slots)
+    return dict(node_config_feat=kept, config_index=index, row_hashes=hashes,
+                config_slots=slots.reshape(-1, 3).astype(np.uint8))
 
 
 def _kept_of_whole(ncf: np.ndarray, path: Path, runtime: np.ndarray, keep) -> dict:

@@ -103,12 +103,16 @@ LAMBDARANK_DEFAULTS = {
 REGRESSION_DEFAULTS = {"layout": RegressionParams(), "tile": RegressionParams()}
 
 
+# Column-wise histograms: LightGBM builds them for the features a tree samples only, and keeps
+# no row-major copy of the binned rows. Against force_row_wise on dev data (2 threads, 60
+# rounds): 10% less time per round on tile rows, 20% on layout rows, predictions equal to 1e-13
+# (the order histogram sums are added in).
 def _common(p) -> dict:
     return {"learning_rate": p.learning_rate, "num_leaves": p.num_leaves,
             "min_data_in_leaf": p.min_data_in_leaf, "feature_fraction": p.feature_fraction,
             "bagging_fraction": p.bagging_fraction, "bagging_freq": p.bagging_freq,
             "lambda_l2": p.lambda_l2, "num_threads": p.num_threads, "seed": p.seed,
-            "deterministic": True, "force_row_wise": True, "verbosity": -1, "metric": "None"}
+            "deterministic": True, "force_col_wise": True, "verbosity": -1, "metric": "None"}
 
 
 def metric_feval(valid: FeatureSet):

@@ -12,26 +12,44 @@ from features.per_config import (GROUP_OF_OPCODE, NODE_QUANTITIES, default_layou
                                  layout_full, layout_static, padded_shapes, value_counts)
 
 
-def test_row_hash_is_wordwise_fnv1a_and_separates_rows(rng):
-    rows = rng.integers(0, 256, (50, 37)).astype(np.uint8)     # 4 words and 5 bytes left
+def _fnv_reference(b: bytes) -> int:
+    def step(h, x):
+        h = ((h ^ x) * 1099511628211) % 2**64
+        return h ^ (h >> 29)
+    basis = 14695981039346656037
+    lanes = [basis ^ (lane * 0x9E3779B97F4A7C15 % 2**64) for lane in range(4)]
+    blocks = len(b) // 32
+    for w in range(blocks):
+        for lane in range(4):
+            at = 32 * w + 8 * lane
+            lanes[lane] = step(lanes[lane], int.from_bytes(bytes(b[at:at + 8]), "little"))
+    def mix(h):   # MurmurHash3's fmix64
+        h = ((h ^ (h >> 33)) * 0xFF51AFD7ED558CCD) % 2**64
+        h = ((h ^ (h >> 33)) * 0xC4CEB9FE1A85EC53) % 2**64
+        return h ^ (h >> 33)
+    h = mix(lanes[0])
+    for lane in lanes[1:]:
+        h = step(h, mix(lane))
+    for x in b[32 * blocks:]:
+        h = step(h, int(x))
+    return h
+
+
+@pytest.mark.parametrize("width", [0, 5, 32, 77])   # 2 blocks of 32 bytes and 13 left at 77
+def test_row_hash_is_four_lane_fnv1a_and_separates_rows(rng, width):
+    rows = rng.integers(0, 256, (50, width)).astype(np.uint8)
     rows[7] = rows[3]
-
-    def reference(b):
-        h = 14695981039346656037
-        steps = [int.from_bytes(bytes(b[i:i + 8]), "little") for i in range(0, 32, 8)]
-        for x in steps + [int(x) for x in b[32:]]:
-            h = ((h ^ x) * 1099511628211) % 2**64
-            h ^= h >> 29
-        return h
     got = K.row_hash(rows)
-    assert [int(v) for v in got] == [reference(r) for r in rows]
-    assert got[7] == got[3] and np.unique(got).size == 49
+    assert [int(v) for v in got] == [_fnv_reference(r) for r in rows]
+    if width >= 5:
+        assert got[7] == got[3] and np.unique(got).size == 49
 
 
-def test_row_hash_separates_every_single_byte_change():
-    base = np.zeros(76, np.uint8)                  # 9 words and 4 bytes left over
-    changed = np.repeat(base[None], 76 * 7 + 1, axis=0)
-    for pos in range(76):
+@pytest.mark.parametrize("width", [76, 200])   # 76: 2 blocks of 32 bytes and 12 left over
+def test_row_hash_separates_every_single_byte_change(width):
+    base = np.zeros(width, np.uint8)
+    changed = np.repeat(base[None], width * 7 + 1, axis=0)
+    for pos in range(width):
         for j, value in enumerate((1, 2, 4, 8, 16, 128, 255)):
             changed[1 + 7 * pos + j, pos] = value
     assert np.unique(K.row_hash(changed)).size == changed.shape[0]
@@ -395,11 +413,28 @@ def test_to_int8_checked_converts_and_finds_the_first_bad_value(rng, dtype, bad_
         assert K.to_int8_checked(broken, out) == np.ravel_multi_index((3, 1, 7), values.shape), bad
 
 
-def test_slots_set_matches_numpy(rng):
-    ncf = np.full((30, 5, 18), -1, np.int8)
-    for j, k, s in zip(rng.integers(0, 30, 40), rng.integers(0, 5, 40), rng.integers(0, 3, 40)):
+def _slots_reference(ncf):
+    c, nc = ncf.shape[:2]
+    return (ncf >= 0).reshape(c, nc, 3, 6).sum(axis=3).max(axis=0, initial=0)
+
+
+@pytest.mark.parametrize("nc", [1, 2, 3, 4, 5, 9])   # 24-byte blocks and 0-3 sections left over
+def test_slots_set_matches_numpy(rng, nc):
+    ncf = np.full((30, nc, 18), -1, np.int8)
+    for j, k, s in zip(rng.integers(0, 30, 40), rng.integers(0, nc, 40), rng.integers(0, 3, 40)):
         r = int(rng.integers(1, 7))
         ncf[j, k, 6 * s:6 * s + r] = rng.permutation(r)
-    ref = (ncf >= 0).reshape(30, 5, 3, 6).sum(axis=3).max(axis=0)
-    np.testing.assert_array_equal(K.slots_set(ncf), ref)
+    ncf[11, nc - 1, 12:] = 5                         # every slot of the last section set
+    np.testing.assert_array_equal(K.slots_set(ncf), _slots_reference(ncf))
     assert K.slots_set(np.zeros((0, 3, 18), np.int8)).tolist() == [[0, 0, 0]] * 3
+
+
+def test_add_slots_set_raises_what_earlier_pieces_left(rng):
+    ncf = rng.integers(-1, 6, (40, 7, 18)).astype(np.int8)
+    ncf[ncf > 1] = -1
+    used = np.zeros(7 * 3, np.int64)
+    for lo in range(0, 40, 9):
+        K.add_slots_set(ncf[lo:lo + 9].reshape(-1, 7 * 18).view(np.uint8), used)
+    np.testing.assert_array_equal(used.reshape(7, 3), _slots_reference(ncf))
+
+
