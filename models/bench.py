@@ -184,12 +184,13 @@ def unit_costs(r: BenchResult, workers: int) -> pj.UnitCosts:
     tile_build = next(t for name, t in stage.items() if name.startswith("build tile collection"))
     fit = tb.train_costs(notes["train"])
     entry = stage[ONE_FILE_ENTRY.format(workers=workers)]
+    load, entry_load = tb.load_costs(notes["train"])
     return pj.UnitCosts(read=read, featurize=featurize, graph=graph / s.layout_nodes,
                         static=static / nc, tile_file=tile_build * workers / s.tile_kernels,
                         entry=entry, layout_entry=max(few - graph - static, 0.0),
                         pool=stage[POOL_START.format(workers=workers)],
-                        load=notes["train"]["load_s"] / (notes["train"]["rows"]
-                                                         * notes["train"]["columns"]),
+                        load=load, entry_load=entry_load,
+                        layout_round=tb.layout_round_cost(notes["layout_train"]),
                         baseline_mb=notes["train"]["start_mb"],
                         **tb.memory_costs(notes["train"]),
                         train_round=fit.round, train=fit.row, pair=fit.pair,
@@ -216,9 +217,10 @@ def _projection(r: BenchResult) -> list[str]:
             f"built by worker processes; train "
             f"{u.train_round * 1e3:.1f} ms per round + {u.train * 1e9:.2f} ns "
             f"per (row x round x column) + {u.pair * 1e9:.2f} ns per (row pair x round) + "
-            f"{u.layout_row * 1e6:.2f} us per layout (row x round) + {u.watched * 1e9:.0f} ns "
-            f"per watched (row x round), predict {u.predict * 1e9:.1f} ns per (row x round), "
-            f"load {u.load * 1e9:.2f} ns per (row x column) of a cache entry; memory: "
+            f"{u.watched * 1e9:.0f} ns per watched (row x round); on layout rows "
+            f"{u.layout_round * 1e3:.1f} ms per round + {u.layout_row * 1e6:.2f} us per "
+            f"(row x round); predict {u.predict * 1e9:.1f} ns per (row x round); reading a cache "
+            f"entry {u.entry_load:.2f} s + {u.load * 1e9:.2f} ns per (row x column); memory: "
             f"a load peaks at {u.load_memory:.2f} MB per MB of its matrix and leaves "
             f"{u.matrix_memory:.2f} MB per MB resident, a fit adds "
             f"{u.fit_extra:.2f} MB per MB of its train matrix + {u.fit_fixed_mb:.0f} MB, over "

@@ -99,6 +99,9 @@ class UnitCosts:
     command: float = 0.0  # starting one command: interpreter and imports
     layout_entry: float = 0.0  # per layout entry, as `entry` (0 in bench.json of older runs:
                                # `entry` is taken)
+    layout_round: float = 0.0  # per boosting round on layout rows (650 columns, feature_fraction
+                               # 0.7, 64 grades: more per round than tile); 0: train_round
+    entry_load: float = 0.0    # per cache entry read back, whatever its size (parts, metadata)
 
 
 @dataclass(frozen=True)
@@ -159,12 +162,14 @@ def project(collection: str, n: Counts, u: UnitCosts, cfg: FeatureConfig = Featu
     group = min(n.configs[0], keep["train"] or n.configs[0], params.max_group_size)
     per_row = (columns * u.train + min(group, params.truncation_level) * u.pair if kind == "tile"
                else u.layout_row)
-    train_s = (probe * (u.train_round + per_row * fit_rows
-                        + u.watched * (rows["train"] - fit_rows))
-               + rounds * (u.train_round + per_row * rows["train"])
+    per_round = u.layout_round if kind == "layout" and u.layout_round else u.train_round
+    train_s = (probe * (per_round + per_row * fit_rows + u.watched * (rows["train"] - fit_rows))
+               + rounds * (per_round + per_row * rows["train"])
                + VALID_PASSES * rows["valid"] * rounds * u.predict
-               + (rows["train"] + rows["valid"]) * columns * u.load)
-    predict_s = rows["test"] * rounds * u.predict + rows["test"] * columns * u.load
+               + (rows["train"] + rows["valid"]) * columns * u.load
+               + TRAIN_LOADS * u.entry_load)
+    predict_s = (rows["test"] * rounds * u.predict + rows["test"] * columns * u.load
+                 + u.entry_load)
     train_mb, valid_mb = (rows[k] * columns * 4 / 2**20 for k in ("train", "valid"))
     # train loads the valid rows once the fitted train rows are let go
     # (models/runs.train_collection)
@@ -210,6 +215,8 @@ def _distinct_tile_configs(path: Path) -> int:
 
 
 COMMANDS = 3   # build-features, train, submit
+TRAIN_LOADS = 4   # `train` reads the train and valid entries' targets for its checks, then
+                  # each entry whole (models/runs.py)
 VALID_PASSES = 2   # `train` predicts the valid rows for the score, then round by round for the
                    # report (models/diagnostics.py)
 

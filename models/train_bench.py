@@ -86,6 +86,9 @@ def train_stage(entry: Path) -> dict:
     t_small, _ = _fit(small)
     trunc = LAMBDARANK_DEFAULTS["tile"].truncation_level
     sizes = data.group_sizes
+    start = time.perf_counter()
+    load_entry(entry, list(data.columns[:1]))
+    t_one_column = time.perf_counter() - start
     return {"rows": data.X.shape[0], "small_rows": small.X.shape[0],
             "fit_rows": int(sizes[fit_idx].sum()), "watched_rows": int(sizes[watch_idx].sum()),
             "pairs": pairs(sizes, trunc), "whole_pairs": pairs(sizes, whole),
@@ -93,6 +96,7 @@ def train_stage(entry: Path) -> dict:
             "fit_pairs": pairs(sizes[fit_idx], trunc),
             "columns": data.X.shape[1], "all_s": t_all, "whole_s": t_whole, "small_s": t_small,
             "watch_s": t_watch, "predict_s": t_predict, "load_s": t_load,
+            "one_column_load_s": t_one_column,
             "x_mb": data.X.nbytes / 2**20, "small_x_mb": small.X.nbytes / 2**20,
             "start_mb": start_mb, "load_peak_mb": load_peak_mb, "loaded_mb": loaded_mb,
             "fit_mb": fit_mb, "small_fit_mb": small_fit_mb}
@@ -108,6 +112,16 @@ def train_costs(m: dict) -> TrainCosts:
     plain_watch = ROUNDS * (per_round + row * m["fit_rows"] * cols + pair * m["fit_pairs"])
     watched = max(m["watch_s"] - plain_watch, 0.0) / (ROUNDS * max(m["watched_rows"], 1))
     return TrainCosts(per_round, row, pair, watched, m["predict_s"] / (ROUNDS * m["rows"]))
+
+
+def load_costs(m: dict) -> tuple[float, float]:
+    """Seconds per (row x column) and per entry of reading an entry back, from the tile entry
+    read whole and with one column (older bench.json: all of it per value, none per entry)."""
+    rows, cols = m["rows"], m["columns"]
+    if "one_column_load_s" not in m or cols < 2:
+        return m["load_s"] / (rows * cols), 0.0
+    per_value = max(m["load_s"] - m["one_column_load_s"], 0.0) / (rows * (cols - 1))
+    return per_value, max(m["one_column_load_s"] - rows * per_value, 0.0)
 
 
 def memory_costs(m: dict) -> dict[str, float]:
@@ -156,3 +170,11 @@ def layout_row_cost(m: dict) -> float:
     if r2 <= r1:   # a file too small for two sizes (bench --quick): the average, fixed part in
         return t2 / (LAYOUT_ROUNDS * max(r2, 1))
     return max(t2 - t1, 0.0) / (LAYOUT_ROUNDS * (r2 - r1))
+
+
+def layout_round_cost(m: dict) -> float:
+    """Seconds per layout round whatever its rows: what the smaller fit costs beyond its rows
+    (0 where the two fits could not be told apart: layout_row_cost holds it all)."""
+    if m["large_rows"] <= m["small_rows"]:
+        return 0.0
+    return max(m["small_s"] / LAYOUT_ROUNDS - layout_row_cost(m) * m["small_rows"], 0.0)

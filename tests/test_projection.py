@@ -123,10 +123,12 @@ def _bench_result(spec: fb.BenchSpec) -> BenchResult:
     notes = {"split": {"per_graph": graph_s, "static": static_s},
              "train": {**_fits(per_round=0.01, row=3e-9, pair=4e-10, watched=2e-7,
                                 predict=1e-10), "load_s": 0.5, "x_mb": 150.0,
+                       "one_column_load_s": 0.2 + 100_000 * 6e-8,
                        "start_mb": 120.0, "load_peak_mb": 345.0, "loaded_mb": 300.0,
                        "small_x_mb": 15.0, "small_fit_mb": 40.0, "fit_mb": 175.0},
-             "layout_train": {"small_rows": 10_000, "large_rows": 30_000, "small_s": 1.0,
-                              "large_s": 1.0 + 20_000 * tb.LAYOUT_ROUNDS * 4e-6},
+             "layout_train": {"small_rows": 10_000, "large_rows": 30_000,
+                              "small_s": tb.LAYOUT_ROUNDS * (0.003 + 10_000 * 4e-6),
+                              "large_s": tb.LAYOUT_ROUNDS * (0.003 + 30_000 * 4e-6)},
              "ranking": {"parts": {"columns": 650}}, "command_s": 3.5}
     return BenchResult(spec, fb.Inputs(Path("x"), Path("y"), False),
                        fb.Conditions(2, 2, (0.0, 0.0, 0.0), {}), (0.0, 0.0, 0.0), stages, notes)
@@ -141,12 +143,14 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
     assert u.tile_file == pytest.approx(10.0 * 2 / spec.tile_kernels)
     assert u.train_round == pytest.approx(0.01) and u.train == pytest.approx(3e-9)
     assert u.pair == pytest.approx(4e-10) and u.layout_row == pytest.approx(4e-6)
+    assert u.layout_round == pytest.approx(0.003)
     assert u.entry == pytest.approx(1.5) and u.layout_entry == pytest.approx(0.7)
     assert u.pool == pytest.approx(1.2)
-    # 100,000 rows of 50 columns (150 MB) loaded in 0.5 s, peaking 225 MB above the start and
-    # leaving 180 MB more resident; the probe
-    # added 40 MB on a tenth of them, 175 MB on all: 1 MB per MB and 25 MB whatever the size
-    assert u.load == pytest.approx(0.5 / 5e6) and u.matrix_memory == pytest.approx(1.2)
+    # 100,000 rows of 50 columns (150 MB) loaded in 0.5 s (0.2 s an entry, 60 ns a value: one
+    # column took 0.206 s), peaking 225 MB above the start and leaving 180 MB more resident; the
+    # probe added 40 MB on a tenth of them, 175 MB on all: 1 MB per MB and 25 MB whatever the size
+    assert u.load == pytest.approx(6e-8) and u.entry_load == pytest.approx(0.2)
+    assert u.matrix_memory == pytest.approx(1.2)
     assert u.load_memory == pytest.approx(1.5)
     assert u.fit_extra == pytest.approx(1.0) and u.fit_fixed_mb == pytest.approx(25.0)
     assert u.baseline_mb == 120.0
@@ -196,6 +200,17 @@ def test_download_counts_stay_within_the_largest_published_file():
             assert configs * n.config_nodes <= pj.MAX_CONFIG_NODE_UNITS, collection
 
 
+def test_layout_rounds_cost_their_own_fixed_part():
+    n = pj.Counts(files=(10, 2, 2), configs=(5000.0, 1000.0, 1000.0), nodes=3000.0,
+                  config_nodes=600.0)
+    tile_round = pj.project("layout:xla:random", n, replace(ZERO, train_round=0.01), rounds=100)
+    own = pj.project("layout:xla:random", n, replace(ZERO, train_round=0.01, layout_round=0.03),
+                     rounds=100)
+    assert tile_round.train_s > 0 and own.train_s == pytest.approx(3 * tile_round.train_s)
+    assert pj.project("tile:xla", n, replace(ZERO, train_round=0.01, layout_round=0.03),
+                      rounds=100).train_s == pytest.approx(tile_round.train_s)
+
+
 def test_loading_and_validation_are_billed_to_train_and_submit():
     n = pj.Counts(files=(100, 10, 20), configs=(1500.0,) * 3, nodes=40.0, config_nodes=0.0)
     rows = {"train": 100 * FeatureConfig().max_train_configs_tile, "valid": 10 * 1500,
@@ -203,6 +218,9 @@ def test_loading_and_validation_are_billed_to_train_and_submit():
     load = pj.project("tile:xla", n, replace(ZERO, load=1e-9))
     assert load.train_s == pytest.approx((rows["train"] + rows["valid"]) * 300 * 1e-9)
     assert load.submit_s == pytest.approx(rows["test"] * 300 * 1e-9)
+    # every entry read costs its fixed part: train's checks and loads, submit's test entry
+    entries = pj.project("tile:xla", n, replace(ZERO, entry_load=0.25))
+    assert (entries.train_s, entries.submit_s) == (pj.TRAIN_LOADS * 0.25, 0.25)
     # the valid rows are predicted twice (score, then round by round), the test rows once
     p = pj.project("tile:xla", n, replace(ZERO, predict=1e-9), rounds=100)
     assert p.train_s == pytest.approx(pj.VALID_PASSES * rows["valid"] * 100e-9)
