@@ -312,7 +312,7 @@ def _kept_configs(zf: zipfile.ZipFile, path: Path, piece_bytes: int, rows: int,
             lo, hi = np.searchsorted(index, (start, start + n))
             kept[lo:hi] = piece[index[lo:hi] - start]
     return dict(node_config_feat=kept, config_index=index, row_hashes=hashes,
-                config_slots=slots.reshape(-1, 3).astype(np.uint8))
+                config_slots=kernels.slots_table(slots))
 
 
 def _kept_of_whole(ncf: np.ndarray, path: Path, runtime: np.ndarray, keep) -> dict:

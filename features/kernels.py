@@ -1,4 +1,5 @@
-"""Every Numba kernel of the feature builder: pure array -> array, settings passed as arguments.
+"""Every Numba kernel of the feature builder: array -> array (add_slots_set raises its `used` in
+place), settings passed as arguments.
 
 They share one file because Numba's on-disk cache does not notice edits to functions defined in
 other files; module-level integers below are compile-time constants of this same file.
@@ -26,7 +27,7 @@ N_QUANT = N_BASE_QUANT + 3 * 2 * N_ROLES
 N_GROUPS = 4  # all, conv, dot, reshape
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline='always')
 def _le_word(row, at):
     """The 8 bytes of row[at:at + 8] as a little-endian uint64 (LLVM makes it one load)."""
     v = np.uint64(0)
@@ -35,13 +36,13 @@ def _le_word(row, at):
     return v
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline='always')
 def _fnv_step(h, v):
     h = (h ^ v) * np.uint64(1099511628211)
     return h ^ (h >> np.uint64(29))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline='always')
 def _mix(h):
     """MurmurHash3's 64-bit finalizer: every input bit reaches every output bit."""
     h = (h ^ (h >> np.uint64(33))) * np.uint64(0xFF51AFD7ED558CCD)
@@ -59,12 +60,13 @@ def row_hash(rows):
     stepped into the first in order, then the bytes after the last whole 32 are stepped in one
     at a time. Four independent chains instead of one: every config of every train file is
     hashed, and one chain waited on each multiply (0.21 against 0.10-0.14 s per 100,000 configs
-    of 400 nodes). Lanes are mixed before they meet: a change to a word's top byte changes its
-    lane by an amount that can be the same in two lanes, so xor-ing them unmixed let a byte
-    moved 8 places give the same hash."""
+    of 400 nodes). Lanes are mixed before they meet: a step starts with an xor, and a change to
+    a word's top byte changes its lane by an amount that can be the same in two lanes, so
+    stepping one unmixed lane into another let a byte moved 8 places give the same hash."""
     out = np.empty(rows.shape[0], dtype=np.uint64)
-    # Lanes start far apart: were they 1 apart, a word of 1 in one lane would end where the
-    # next lane's word of 0 does, and the two rows would hash the same
+    # Lanes start apart, and far: from one start, a word moved to the next lane would leave the
+    # mixed lanes swapped, which the first step's xor cannot tell; 1 apart, a word of 1 in one
+    # lane would end where the next lane's word of 0 does
     basis, apart = np.uint64(14695981039346656037), np.uint64(0x9E3779B97F4A7C15)
     blocks = rows.shape[1] // 32
     for i in range(rows.shape[0]):
@@ -109,9 +111,14 @@ def to_int8_checked(values, out):
 def slots_set(ncf):
     """ncf (c, nc, 18) int8 -> (nc, 3) uint8: the most of its 6 slots any config sets in each
     node's output (0..5), input (6..11) and kernel (12..17) section."""
-    used = np.zeros(ncf.shape[1] * 3, np.int64)
-    add_slots_set(np.ascontiguousarray(ncf).reshape(ncf.shape[0], ncf.shape[1] * 18).view(np.uint8),
-                  used)
+    c, nc = ncf.shape[:2]
+    used = np.zeros(nc * 3, np.int64)
+    add_slots_set(np.ascontiguousarray(ncf).reshape(c, nc * 18).view(np.uint8), used)
+    return slots_table(used)
+
+
+def slots_table(used):
+    """add_slots_set's counts as slots_set returns them: (nc, 3) uint8."""
     return used.reshape(-1, 3).astype(np.uint8)
 
 
@@ -124,6 +131,9 @@ def add_slots_set(rows, used):
     (3 words) hold 4 whole sections: each word's top bits are moved to the bottom of its bytes,
     a section's 6 bytes of them cut out and summed by one multiply. Byte by byte, the
     comparisons took 0.29 s per 100,000 configs of 400 nodes; this, 0.20 s."""
+    # Numba does not check bounds: a `used` too short for the rows would be overrun
+    if rows.shape[1] != 6 * used.size:
+        raise ValueError("add_slots_set: rows must hold 6 values per entry of used")
     ones, six = np.uint64(0x0101010101010101), np.uint64(0xFFFFFFFFFFFF)
     top, s16, s32, s48, s56 = (np.uint64(7), np.uint64(16), np.uint64(32), np.uint64(48),
                                np.uint64(56))

@@ -427,6 +427,7 @@ def test_slots_set_matches_numpy(rng, nc):
     ncf[11, nc - 1, 12:] = 5                         # every slot of the last section set
     np.testing.assert_array_equal(K.slots_set(ncf), _slots_reference(ncf))
     assert K.slots_set(np.zeros((0, 3, 18), np.int8)).tolist() == [[0, 0, 0]] * 3
+    assert K.slots_set(np.zeros((4, 0, 18), np.int8)).shape == (0, 3)
 
 
 def test_add_slots_set_raises_what_earlier_pieces_left(rng):
@@ -438,3 +439,6 @@ def test_add_slots_set_raises_what_earlier_pieces_left(rng):
     np.testing.assert_array_equal(used.reshape(7, 3), _slots_reference(ncf))
 
 
+def test_add_slots_set_refuses_counts_of_another_width():
+    with pytest.raises(ValueError, match="6 values per entry"):
+        K.add_slots_set(np.zeros((2, 36), np.uint8), np.zeros(5, np.int64))
