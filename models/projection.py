@@ -99,8 +99,9 @@ class UnitCosts:
     command: float = 0.0  # starting one command: interpreter and imports
     layout_entry: float = 0.0  # per layout entry, as `entry` (0 in bench.json of older runs:
                                # `entry` is taken)
-    layout_round: float = 0.0  # per boosting round on layout rows (650 columns, feature_fraction
-                               # 0.7, 64 grades: more per round than tile); 0: train_round
+    layout_round: float | None = None  # per boosting round on layout rows (650 columns,
+                                       # feature_fraction 0.7, 64 grades: more than a tile
+                                       # round); None (older bench.json): train_round
     entry_load: float = 0.0    # per cache entry read back, whatever its size (parts, metadata)
 
 
@@ -162,7 +163,8 @@ def project(collection: str, n: Counts, u: UnitCosts, cfg: FeatureConfig = Featu
     group = min(n.configs[0], keep["train"] or n.configs[0], params.max_group_size)
     per_row = (columns * u.train + min(group, params.truncation_level) * u.pair if kind == "tile"
                else u.layout_row)
-    per_round = u.layout_round if kind == "layout" and u.layout_round else u.train_round
+    per_round = (u.train_round if kind == "tile" or u.layout_round is None
+                 else u.layout_round)
     train_s = (probe * (per_round + per_row * fit_rows + u.watched * (rows["train"] - fit_rows))
                + rounds * (per_round + per_row * rows["train"])
                + VALID_PASSES * rows["valid"] * rounds * u.predict

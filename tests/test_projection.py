@@ -209,6 +209,9 @@ def test_layout_rounds_cost_their_own_fixed_part():
     assert tile_round.train_s > 0 and own.train_s == pytest.approx(3 * tile_round.train_s)
     assert pj.project("tile:xla", n, replace(ZERO, train_round=0.01, layout_round=0.03),
                       rounds=100).train_s == pytest.approx(tile_round.train_s)
+    # a layout round measured at nothing is nothing, not a tile round
+    assert pj.project("layout:xla:random", n, replace(ZERO, train_round=0.01, layout_round=0.0),
+                      rounds=100).train_s == 0
 
 
 def test_loading_and_validation_are_billed_to_train_and_submit():
