@@ -406,6 +406,10 @@ def test_to_int8_checked_converts_and_finds_the_first_bad_value(rng, dtype, bad_
     out = np.empty(values.shape, np.int8)
     assert K.to_int8_checked(values, out) == -1
     np.testing.assert_array_equal(out, values.astype(np.int8))
+    if np.dtype(dtype).kind == "f":         # -0.0 is the integer 0
+        signed_zero = values.copy()
+        signed_zero[2, 3, 4] = -0.0
+        assert K.to_int8_checked(signed_zero, out) == -1 and out[2, 3, 4] == 0
     for bad in bad_values:
         broken = values.copy()
         broken[3, 1, 7] = bad
