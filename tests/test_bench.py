@@ -60,7 +60,7 @@ def _result(spec, generated=True):
              "train": {"all_s": 1.0, "rows": 10, "whole_s": 1.5, "small_s": 0.2,
                        "small_rows": 1, "watch_s": 0.9, "fit_rows": 8, "watched_rows": 2,
                        "predict_s": 0.1},
-             "tile_rows": 10}
+             "tile_rows": 10, "warm_kernels_s": 95.0}
     conditions = fb.Conditions(2, 2, (1.5, 0.5, 0.25), {"python": "3.11.7", "numpy": "1.26.4"})
     inputs = fb.Inputs(Path("big.npz"), Path("npz"), generated)
     return BenchResult(spec, inputs, conditions, (2.0, 1.0, 0.5), stages, notes)
@@ -76,6 +76,7 @@ def test_full_report_states_conditions_and_judges_the_targets():
     assert ("all configs, cold (npz): 1.25x the decompression floor (runs 1.20-1.70x; 2.50x "
             "inflating alone), peak RSS 1500 MB; 1.5x target met, peak RSS target MISSED") in text
     assert "= 1324 MB" in text and "100.0 us/config" in text
+    assert "compiled where not cached, in 95.0 s, untimed" in text
 
 
 def test_quick_report_has_no_verdicts():
