@@ -85,15 +85,10 @@ def _warm_kernels(inputs: fb.Inputs, cache: Path, log) -> float:
     stages call is in Numba's on-disk cache before round 1. After an edit to
     features/kernels.py the first build compiles them (about 100 s here), and billing that to
     round 1 made the default build's median the slower of its two other runs. Returns the
-    warm-up's seconds."""
+    warm-up's seconds. What it leaves in `cache`, round 1 clears."""
     log("  loading Numba's kernels, compiling any not cached (untimed) ...")
-    seconds = 0.0
-    for cfg in (FeatureConfig(), fb.ALL_CONFIGS):
-        run, _ = fb.measure(fb.build_stage, inputs.few_configs_root, "layout:xla:random",
-                            cache / "warm", 1, cfg)
-        seconds += run.seconds
-    shutil.rmtree(cache / "warm", ignore_errors=True)
-    return seconds
+    return sum(fb.measure(fb.build_stage, inputs.few_configs_root, "layout:xla:random", cache,
+                          1, cfg)[0].seconds for cfg in (FeatureConfig(), fb.ALL_CONFIGS))
 
 
 def _command_start(repeat: int) -> float:
