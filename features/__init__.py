@@ -24,7 +24,8 @@ os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 from . import cache, units as unit_store, workers as worker_pool
 from .cache import reclaim_stale
 from .data import DataSource, resolve_data
-from .io import COLLECTIONS, SPLITS, DataFormatError, Graph, collect_format_error, list_npz
+from .io import DataFormatError, Graph, collect_format_error, list_npz
+from .schema import COLLECTIONS, SPLITS
 from .signature import feature_signature
 from .entries import default_config_rows, read_parts
 from .table import FeatureConfig, FeatureSet

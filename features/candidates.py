@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .io import (COLLECTIONS, LAYOUT_KEYS, SPLITS, TILE_KEYS, DataFormatError,
-                 Graph, _check_node_config_feat, _expect, _read_keys, _to_int8, _validate,
-                 collection_dir, is_tile, read_node_config_feat)
+from .io import (LAYOUT_KEYS, TILE_KEYS, DataFormatError, Graph, _check_node_config_feat,
+                 _expect, _read_keys, _to_int8, _validate, collection_dir, read_node_config_feat)
+from .schema import COLLECTIONS, SPLITS, is_tile
 
 CANDIDATE_KEYS = {"tile": TILE_KEYS[:4],
                   "layout": tuple(k for k in LAYOUT_KEYS if k != "config_runtime")}

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .cache import fingerprint
-from .io import (COLLECTIONS, DEFAULT_DATA_DIR, DataFormatError, collection_dir, list_npz,
-                 resolve_npz_root)
+from .io import DEFAULT_DATA_DIR, DataFormatError, collection_dir, list_npz, resolve_npz_root
+from .schema import COLLECTIONS
 from .sample import SampleSpec, ensure_sample
 
 SAMPLE_SUBMISSION = "sample_submission.csv"

@@ -16,15 +16,8 @@ import numpy as np
 
 from . import kernels
 from .inflate import PIECE_BYTES, MemberReader
+from .schema import COLLECTIONS, SPLITS, is_tile
 
-COLLECTIONS = (
-    "tile:xla",
-    "layout:xla:default",
-    "layout:xla:random",
-    "layout:nlp:default",
-    "layout:nlp:random",
-)
-SPLITS = ("train", "valid", "test")
 N_NODE_FEAT = 140
 N_TILE_CONFIG_FEAT = 24
 N_LAYOUT_CONFIG_FEAT = 18
@@ -130,10 +123,6 @@ class Graph(NamedTuple):
 def chunk_rows(values_per_config: int, chunk_mb: float) -> int:
     """How many configs of `values_per_config` float32 values fill chunk_mb megabytes (>= 1)."""
     return max(1, int(chunk_mb * 2**20) // max(4 * values_per_config, 1))
-
-
-def is_tile(collection: str) -> bool:
-    return collection.startswith("tile")
 
 
 def collection_dir(collection: str) -> Path:

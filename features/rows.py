@@ -19,7 +19,8 @@ from typing import NamedTuple
 import numpy as np
 
 from . import kernels
-from .io import Graph, is_tile
+from .io import Graph
+from .schema import is_tile
 
 
 class Rows(NamedTuple):

@@ -20,7 +20,8 @@ import numpy as np
 
 from . import synth_graph as sg
 from .cache import atomic_dir
-from .io import SPLITS, collection_dir
+from .io import collection_dir
+from .schema import SPLITS
 
 BYTES_PER_NS = 100.0
 SAMPLE_MARKER = "SAMPLE.json"

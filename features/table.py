@@ -15,7 +15,8 @@ from typing import NamedTuple
 import numpy as np
 import polars as pl
 
-from .io import DEFAULT_CHUNK_MB, Graph, is_tile, read_graph
+from .io import DEFAULT_CHUNK_MB, Graph, read_graph
+from .schema import collection_kind, is_tile
 from .per_config import EXTRACTORS, layout_static, stat_sample
 from .per_graph import graph_features
 from .rows import Rows, picked_configs, select_rows
@@ -190,7 +191,7 @@ def graph_parts(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None)
     rows = select_rows(g, chunk=chunk, **_caps(g.collection, cfg))
     if static is None:
         static = graph_static(g, cfg)
-    kind = "tile" if is_tile(g.collection) else "layout"
+    kind = collection_kind(g.collection)
     extra = {} if static.layout is None else {"static": static.layout}
     cv, cnames = EXTRACTORS[(kind, cfg.feature_set)](g, rows.config_idx, chunk=chunk,
                                                      seed=cfg.seed, **extra)

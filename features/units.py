@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from .cache import atomic_dir, part_dir, unit_path, write_atomically
-from .io import is_tile
+from .schema import is_tile
 from .rows import Rows
 from .table import FeatureConfig, GraphTable, file_table, write_part
 

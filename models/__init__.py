@@ -10,7 +10,3 @@ RANKERS = {
     "xgboost": (XGBoostRank, XGBOOST_DEFAULTS),
     "regression": (Regression, REGRESSION_DEFAULTS),
 }
-
-
-def collection_kind(collection: str) -> str:
-    return "tile" if collection.startswith("tile") else "layout"

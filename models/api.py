@@ -23,6 +23,7 @@ import features
 from features import COLLECTIONS, FeatureConfig, Graph
 from features.candidates import (candidate_kind, collection_from_path, graph_from_arrays,
                                  npz_keys, read_candidates)
+from features.schema import is_tile
 from features.table import GraphStatic, graph_feature_set, graph_static, static_key
 
 from .metrics import TILE_TOP_K, predicted_order
@@ -129,7 +130,7 @@ class CostModel:
 
 def format_ranking(ranking: Ranking, *, top: int | None = None, as_json: bool = False) -> str:
     """The top configs (default: 5 for tile, all for layout) as a table or as JSON."""
-    if top is None and ranking.collection.startswith("tile"):
+    if top is None and is_tile(ranking.collection):
         top = TILE_TOP_K
     picks = ranking.top(top)
     if as_json:

@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from features import FeatureSet
+from features.schema import is_tile
 
 from . import metrics
 
@@ -51,7 +52,7 @@ class Stopwatch:
 
 def default_first_per_graph(data: FeatureSet, is_default: np.ndarray | None) -> np.ndarray:
     """(n_graphs,) score of 'compiler default first' (module docstring); NaN if not known."""
-    if data.collection.startswith("tile"):
+    if is_tile(data.collection):
         return np.array([2.0 - 1.0 / data.runtime[data.ptr[g]:data.ptr[g + 1]].min()
                          for g in range(data.n_graphs)])
     if is_default is None:

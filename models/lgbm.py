@@ -117,12 +117,8 @@ def _common(p) -> dict:
 
 def metric_feval(valid: FeatureSet):
     """LightGBM feval: the collection's own metric on the validation graphs (higher = better)."""
-    name = "top5" if valid.collection.startswith("tile") else "kendall"
-
-    def feval(preds, _dataset):
-        per_graph = metrics.per_graph_scores(valid.collection, preds, valid.runtime, valid.ptr)
-        return name, metrics.collection_score(per_graph), True
-    return feval
+    name, score = metrics.stopping_metric(valid)
+    return lambda preds, _dataset: (name, score(preds), True)
 
 
 class _LightGBMRanker:

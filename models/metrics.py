@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from features.schema import is_tile
+
 TILE_TOP_K = 5
 
 
@@ -187,7 +189,7 @@ def scorable(runtime: np.ndarray, ptr: np.ndarray) -> np.ndarray:
 def per_graph_scores(collection: str, scores: np.ndarray, runtime: np.ndarray,
                      ptr: np.ndarray) -> np.ndarray:
     """The collection's metric for every graph; NaN where the graph cannot be scored."""
-    if collection.startswith("tile"):
+    if is_tile(collection):
         out = topk_score_per_graph(scores, runtime, ptr)
     else:
         out = kendall_per_graph(scores, runtime, ptr)
@@ -199,6 +201,15 @@ def collection_score(per_graph: np.ndarray) -> float:
     """Mean over the graphs that have a score."""
     valid = per_graph[np.isfinite(per_graph)]
     return float(valid.mean()) if valid.size else float("nan")
+
+
+def stopping_metric(watched) -> tuple[str, object]:
+    """What every ranker early-stops on: (name, score(preds)), the collection's own metric of
+    the watched graphs (a FeatureSet), higher = better."""
+    def score(preds: np.ndarray) -> float:
+        return collection_score(per_graph_scores(watched.collection, preds, watched.runtime,
+                                                 watched.ptr))
+    return ("top5" if is_tile(watched.collection) else "kendall"), score
 
 
 def final_score(by_collection: dict[str, float]) -> float:

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from features import FeatureConfig, uses_pool
-from features.io import COLLECTIONS, array_shapes, is_tile, list_npz
+from features.io import array_shapes, list_npz
+from features.schema import COLLECTIONS, is_tile
 from features.per_config import STAT_CONFIGS
 
 from .lgbm import LAMBDARANK_DEFAULTS

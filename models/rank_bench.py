@@ -30,6 +30,7 @@ import numpy as np
 from features import FeatureConfig, bench as fb, sample, synth_graph
 from features.candidates import graph_from_arrays, read_candidates
 from features.io import read_graph
+from features.schema import collection_kind
 from features.table import graph_feature_set, graph_static, static_key
 
 from .api import CostModel
@@ -80,7 +81,7 @@ def _train(arrays: list[dict], collection: str, tmp: Path) -> LambdaRank:
                    dup_count=np.concatenate([s.dup_count for s in sets]),
                    ptr=np.concatenate([[0], np.cumsum([s.X.shape[0] for s in sets])]),
                    graph_ids=tuple(f"g{i}" for i in range(len(sets))))
-    kind = "tile" if collection.startswith("tile") else "layout"
+    kind = collection_kind(collection)
     return LambdaRank(LAMBDARANK_DEFAULTS[kind]).fit(data)
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from features.cache import atomic_dir
+from features.schema import collection_kind
 
 from . import diagnostics, figures, metrics
 from .predict import read_run
@@ -37,7 +38,7 @@ class Section:
 
     @property
     def kind(self) -> str:
-        return "tile" if self.collection.startswith("tile") else "layout"
+        return collection_kind(self.collection)
 
 
 def gather(run_dir: Path, collection: str, summary: dict) -> Section:

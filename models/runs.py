@@ -23,7 +23,9 @@ from features.cache import atomic_dir, fingerprint, source_digest
 from features.io import collection_dir
 from features.settings import at_least
 
-from . import RANKERS, collection_kind, diagnostics, metrics
+from features.schema import collection_kind
+
+from . import RANKERS, diagnostics, metrics
 from .base import apply_overrides, normalize_per_graph
 from .selection import family_folds, fit_family_stopped
 

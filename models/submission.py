@@ -14,6 +14,7 @@ import numpy as np
 
 from features import DataSource
 from features.io import collection_dir, list_npz
+from features.schema import is_tile
 
 from .metrics import TILE_TOP_K, predicted_order
 
@@ -65,7 +66,7 @@ def to_rows(collection: str, graph_ids, config_idx: np.ndarray, scores: np.ndarr
     for g, graph_id in enumerate(graph_ids):
         s = slice(ptr[g], ptr[g + 1])
         order = config_idx[s][predicted_order(scores[s])]
-        if collection.startswith("tile"):
+        if is_tile(collection):
             order = order[:TILE_TOP_K]
         rows.append((f"{collection}:{graph_id}", ";".join(str(int(i)) for i in order)))
     return rows
@@ -84,7 +85,7 @@ def check_rows(rows: list[tuple[str, str]], expected: dict[str, int]) -> None:
     for row_id, top in rows:
         picks = [int(x) for x in top.split(";")] if top else []
         c = expected[row_id]
-        if row_id.startswith("tile"):
+        if is_tile(row_id):
             want = min(TILE_TOP_K, c)
             ok = len(picks) == want and len(set(picks)) == want and all(0 <= p < c for p in picks)
             if not ok:

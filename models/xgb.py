@@ -96,12 +96,8 @@ class XGBoostRank:
 
     @staticmethod
     def _metric(valid: FeatureSet):
-        name = "top5" if valid.collection.startswith("tile") else "kendall"
-
-        def metric(preds, _dmatrix):
-            per_graph = metrics.per_graph_scores(valid.collection, preds, valid.runtime, valid.ptr)
-            return name, metrics.collection_score(per_graph)
-        return metric
+        name, score = metrics.stopping_metric(valid)
+        return lambda preds, _dmatrix: (name, score(preds))
 
     def predict(self, data: FeatureSet) -> np.ndarray:
         """Scores, higher = predicted faster."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from features.schema import collection_kind
 from models import RANKERS, metrics
 from models.base import (apply_overrides, normalize_per_graph, runtime_to_grade, split_groups,
                          within_graph_rank)
@@ -16,7 +17,7 @@ FAST = {"n_estimators": 60, "early_stopping": 20}
 
 def _fit(name, train, valid=None, **extra):
     cls, defaults = RANKERS[name]
-    kind = "tile" if train.collection.startswith("tile") else "layout"
+    kind = collection_kind(train.collection)
     return cls(apply_overrides(defaults[kind], {**FAST, **extra})).fit(train, valid)
 
 
