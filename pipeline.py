@@ -24,7 +24,6 @@ from features.cluster import connect
 from features.io import count_configs
 from features.settings import describe, parse_overrides
 from features.table import FEATURE_FAMILIES
-from features import bench as fb
 
 # The model side is imported where a command needs it, not here: spawned feature-build workers
 # run this file's top level again, and importing LightGBM (which loads scikit-learn) cost each
@@ -64,8 +63,8 @@ def cmd_build_features(args) -> int:
 
 def cmd_train(args) -> int:
     """Train one ranker per collection and print the validation table."""
-    from models import RANKERS
-    from models.runs import RUN_SET_PARAMS, TrainConfig, format_table, train_run
+    from models.training import RANKERS
+    from models.training.runs import RUN_SET_PARAMS, TrainConfig, format_table, train_run
     fcfg = _feature_config(args)
     cfg = TrainConfig(ranker=args.ranker, seeds=args.seeds, seed=args.seed, folds=args.folds,
                       overrides=parse_overrides(RANKERS[args.ranker][0].params_cls, args.set,
@@ -90,8 +89,8 @@ def cmd_train(args) -> int:
 
 def cmd_submit(args) -> int:
     """Write submission.csv for every test file, each collection scored by its newest fit run."""
-    from models.predict import choose_runs, submission_rows
-    from models.submission import files_to_score, write_csv
+    from models.serving.predict import choose_runs, submission_rows
+    from models.serving.submission import files_to_score, write_csv
     source = _source(args)
     tests = files_to_score(source)
     choices = choose_runs(args.cache_dir / "runs", source, tests, dict(args.run),
@@ -114,7 +113,7 @@ def cmd_submit(args) -> int:
 def cmd_rank(args) -> int:
     """Rank the configs of one npz file (config_runtime optional) with a trained run."""
     from models.api import CostModel, format_ranking
-    from models.runs import latest_run
+    from models.training.runs import latest_run
     run_dir = args.run or latest_run(args.cache_dir / "runs")
     ranking = CostModel.load(run_dir).rank_file(args.file, collection=args.collection)
     print(format_ranking(ranking, top=args.top, as_json=args.json))
@@ -123,8 +122,8 @@ def cmd_rank(args) -> int:
 
 def cmd_report(args) -> int:
     """Write an HTML report (validation per graph, features, rounds, timings) of a trained run."""
-    from models.report import write_report
-    from models.runs import latest_run
+    from models.reporting.report import write_report
+    from models.training.runs import latest_run
     run_dir = args.run or latest_run(args.cache_dir / "runs")
     print(f"wrote {write_report(run_dir, args.out)}")
     return 0
@@ -132,7 +131,8 @@ def cmd_report(args) -> int:
 
 def cmd_bench(args) -> int:
     """Time and measure every stage on real-size generated files (100k-config layout file)."""
-    from models.bench import format_bench, run_bench
+    from models.bench import feature_stages as fb
+    from models.bench.run import format_bench, run_bench
     spec = fb.QUICK if args.quick else fb.BenchSpec()
     print(format_bench(run_bench(args.cache_dir, spec, workers=args.workers, repeat=args.repeat,
                                  rank_file=args.rank_file)))
@@ -184,8 +184,8 @@ def _feature_options(p) -> None:
 
 
 def _set_help() -> str:
-    from models import RANKERS
-    from models.runs import RUN_SET_PARAMS
+    from models.training import RANKERS
+    from models.training.runs import RUN_SET_PARAMS
     keys = "; ".join(f"{name}: {describe(cls.params_cls, tuple(RUN_SET_PARAMS), defaults=False)}"
                      for name, (cls, _) in sorted(RANKERS.items()))
     return (f"ranker parameter (repeatable; defaults per collection kind in models/), by "
@@ -193,7 +193,7 @@ def _set_help() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from models import RANKERS
+    from models.training import RANKERS
     cache_only = argparse.ArgumentParser(add_help=False)
     cache_only.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE,
                             help=f"where features, runs and the sample go (default {DEFAULT_CACHE})")
@@ -260,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from models.predict import StaleRunError
+    from models.serving.predict import StaleRunError
     args = build_parser().parse_args(argv)
     try:
         removed = features.reclaim_stale(args.cache_dir)

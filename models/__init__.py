@@ -1,12 +1,4 @@
-"""Rankers, metrics and the submission writer. Scores mean higher = predicted faster."""
-from __future__ import annotations
-
-from .lgbm import LAMBDARANK_DEFAULTS, REGRESSION_DEFAULTS, LambdaRank, Regression
-from .xgb import XGBOOST_DEFAULTS, XGBoostRank
-
-# name -> (class, default params per collection kind); the CLI's --ranker choices come from here.
-RANKERS = {
-    "lambdarank": (LambdaRank, LAMBDARANK_DEFAULTS),
-    "xgboost": (XGBoostRank, XGBOOST_DEFAULTS),
-    "regression": (Regression, REGRESSION_DEFAULTS),
-}
+"""From feature rows to rankings, by stage: training/ (rankers, early stopping, run directories),
+serving/ (picking a run, the submission), api (CostModel, for tuners), reporting/ (the HTML
+report), bench/ (`pipeline.py bench`, apart). metrics is the competition's scoring, which all use.
+Scores mean higher = predicted faster (training/base.py)."""

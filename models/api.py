@@ -27,8 +27,8 @@ from features.schema import is_tile
 from features.table import GraphStatic, graph_feature_set, graph_static, static_key
 
 from .metrics import TILE_TOP_K, predicted_order
-from .predict import StaleRunError, check_signature, collection_models, read_run
-from .runs import ensemble_scores
+from .serving.predict import StaleRunError, check_signature, collection_models, read_run
+from .training.runs import ensemble_scores
 
 # A layout graph outside the TpuGraphs tree gets the random-search model: random search covers
 # the config space evenly, as an autotuner's proposals do, where the genetic 'default' search

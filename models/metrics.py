@@ -1,6 +1,6 @@
 """The competition's metrics, per graph: pure functions of (scores, runtime, ptr).
 
-Scores mean "higher = predicted faster" (models/base.py). A graph's predicted order is the
+Scores mean "higher = predicted faster" (models/training/base.py). A graph's predicted order is the
 stable descending sort of its scores, exactly the order `submit` writes.
   tile:   2 - min(runtime of the first min(5, c) predicted) / min(all runtimes)
   layout: Kendall tau-b between predicted position (0 = fastest) and runtime

@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from features import bench as fb
-from models.bench import BenchResult, format_bench, run_bench
+from models.bench import feature_stages as fb
+from models.bench.run import BenchResult, format_bench, run_bench
 
 
 def _allocate(mb: int) -> int:

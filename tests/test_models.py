@@ -5,10 +5,11 @@ import numpy as np
 import pytest
 
 from features.schema import collection_kind
-from models import RANKERS, metrics
-from models.base import (apply_overrides, normalize_per_graph, runtime_to_grade, split_groups,
-                         within_graph_rank)
-from models.lgbm import LambdaRank, LambdaRankParams
+from models.training import RANKERS
+from models import metrics
+from models.training.base import (apply_overrides, normalize_per_graph, runtime_to_grade,
+                                  split_groups, within_graph_rank)
+from models.training.lgbm import LambdaRank, LambdaRankParams
 
 from .conftest import make_ranking
 
@@ -86,7 +87,7 @@ def test_lambdarank_trains_on_a_30000_config_group(rng):
 
 
 def test_lambdarank_tile_defaults_are_top_heavy():
-    from models.lgbm import LAMBDARANK_DEFAULTS
+    from models.training.lgbm import LAMBDARANK_DEFAULTS
     tile, layout = LAMBDARANK_DEFAULTS["tile"], LAMBDARANK_DEFAULTS["layout"]
     assert tile.gain == "exponential" and tile.truncation_level < layout.truncation_level
     assert LambdaRank(layout).lgb_params()["label_gain"] == list(range(layout.n_grades))
@@ -110,7 +111,7 @@ def test_lambdarank_can_bag_oversized_groups_by_query(rng):
 
 
 def test_cross_validation_scores_held_out_graphs(rng):
-    from models.runs import TrainConfig, cross_validate
+    from models.training.runs import TrainConfig, cross_validate
     train = make_ranking(rng, [150] * 6)
     cfg = TrainConfig(ranker="regression", folds=3, overrides=FAST)
     assert cross_validate(cfg, train) > 0.7
@@ -120,7 +121,7 @@ def test_cross_validation_scores_held_out_graphs(rng):
 
 
 def test_seed_ensemble_is_recorded_per_seed(rng, tmp_path):
-    from models.runs import TrainConfig, train_collection
+    from models.training.runs import TrainConfig, train_collection
     train, valid = make_ranking(rng, [150] * 4), make_ranking(rng, [150] * 2)
     result = train_collection(TrainConfig(ranker="regression", seeds=3, overrides=FAST),
                               train, valid, tmp_path)
@@ -143,7 +144,7 @@ def _with_unscorable_graphs(rng, collection):
 
 @pytest.mark.parametrize("collection", ["layout:xla:random", "tile:xla"])
 def test_unscorable_graphs_are_listed_and_counted_apart(rng, tmp_path, collection):
-    from models.runs import TrainConfig, format_table, train_run
+    from models.training.runs import TrainConfig, format_table, train_run
 
     train, valid = make_ranking(rng, [150] * 4, collection=collection), \
         _with_unscorable_graphs(rng, collection)

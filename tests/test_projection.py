@@ -1,4 +1,4 @@
-"""The projection of the full download's time (models/projection.py) and its unit costs."""
+"""The projection of the full download's time (models/bench/projection.py) and its unit costs."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from features import PARALLEL_MIN_BYTES, FeatureConfig
-from features import bench as fb
+from models.bench import feature_stages as fb
 from features.io import COLLECTIONS, list_npz
-from models import projection as pj
-from models import train_bench as tb
-from models.bench import BASELINE, FEW_CONFIGS_BUILD, BenchResult, unit_costs
+from models.bench import projection as pj
+from models.bench import train as tb
+from models.bench.run import BASELINE, FEW_CONFIGS_BUILD, BenchResult, unit_costs
 
 ZERO = pj.UnitCosts(read=0.0, featurize=0.0, graph=0.0, static=0.0, tile_file=0.0,
                     entry=0.0, train_round=0.0, train=0.0, pair=0.0, layout_row=0.0,
@@ -253,7 +253,7 @@ def test_an_older_bench_json_projects_without_its_retired_field(tiny_npz, tmp_pa
     the matrix twice, so it is left out and the default stands."""
     import json
     from dataclasses import asdict
-    from models.bench import projection_for
+    from models.bench.run import projection_for
     units = replace(ZERO, matrix_memory=1.0, load_memory=1.0)
     path = tmp_path / "bench.json"
     path.write_text(json.dumps({"units": {**asdict(units), "fit_memory": 2.96}}))

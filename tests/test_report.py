@@ -16,10 +16,11 @@ import features
 import pipeline
 from features import FeatureConfig, FeatureSet
 from features.io import list_npz
-from models import RANKERS, diagnostics, metrics
-from models.base import apply_overrides
-from models.diagnostics import default_first_per_graph
-from models.lgbm import LambdaRank
+from models.training import RANKERS, diagnostics
+from models import metrics
+from models.training.base import apply_overrides
+from models.training.diagnostics import default_first_per_graph
+from models.training.lgbm import LambdaRank
 
 from .conftest import make_ranking
 

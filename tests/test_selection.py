@@ -6,10 +6,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from models.lgbm import LAMBDARANK_DEFAULTS, REGRESSION_DEFAULTS, LambdaRank, Regression
-from models.row_order import rows_in_order
-from models.selection import (early_stop_split, family_folds, fit_and_watched,
-                              fit_family_stopped, graph_family)
+from models.training.lgbm import LAMBDARANK_DEFAULTS, REGRESSION_DEFAULTS, LambdaRank, Regression
+from models.training.row_order import rows_in_order
+from models.training.selection import (early_stop_split, family_folds, fit_and_watched,
+                                       fit_family_stopped, graph_family)
 from tests.conftest import make_ranking
 
 

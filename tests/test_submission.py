@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models.submission import SubmissionError, check_rows, to_rows, write_csv
+from models.serving.submission import SubmissionError, check_rows, to_rows, write_csv
 
 
 def test_layout_rows_are_full_permutations_fastest_first():

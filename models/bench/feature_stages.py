@@ -23,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from . import sample, synth_graph
-from .inflate import PIECE_BYTES, MemberReader
-from .io import read_graph
-from .per_config import layout_full, layout_static
-from .per_graph import graph_features
-from .rows import select_rows
-from .table import FeatureConfig
+from features import sample, synth_graph
+from features.inflate import PIECE_BYTES, MemberReader
+from features.io import read_graph
+from features.per_config import layout_full, layout_static
+from features.per_graph import graph_features
+from features.rows import select_rows
+from features.table import FeatureConfig
 
 
 @dataclass(frozen=True)
@@ -263,7 +263,7 @@ def read_stage(path: Path, packed_dir: Path | None) -> int:
 def warm_kernels(g) -> None:
     """Load every Numba kernel from its cache (featurizing two configs of g), so a stage's time
     is its work, not first-call dispatch."""
-    from . import kernels
+    from features import kernels
 
     kernels.longest_path(2, np.array([[1, 0]], np.int64))
     kernels.row_hash(np.zeros((1, 1), np.uint8))
@@ -314,7 +314,7 @@ ALL_CONFIGS = FeatureConfig(max_train_configs_layout=0, max_train_configs_tile=0
 
 def build_stage(npz_root: Path, collection: str, cache_root: Path, workers: int,
                 cfg: FeatureConfig = ALL_CONFIGS) -> int:
-    from . import build_entry, read_meta  # the package imports this module
+    from features import build_entry, read_meta  # the package imports this module
 
     entry, _ = build_entry(npz_root, collection, "train", cfg, cache_root, force=True,
                            workers=workers)
@@ -325,7 +325,7 @@ def pool_start_stage(workers: int) -> int:
     """Start a build's worker processes, have each answer once, stop them: what an entry built
     in a pool pays besides its files (each worker imports this program again, as spawned
     processes do)."""
-    from .workers import process_pool
+    from features.workers import process_pool
 
     with process_pool(workers) as pool:
         pids = {job.result() for job in [pool.submit(os.getpid) for _ in range(workers)]}

@@ -26,7 +26,7 @@ import polars as pl
 from features import FeatureSet
 from features.schema import is_tile
 
-from . import metrics
+from models import metrics
 
 HISTORY_POINTS = 50   # validation scores computed per seed along the boosting rounds
 # ... on the first validation graphs up to this many rows: each point is a LightGBM predict call,

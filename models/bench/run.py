@@ -12,14 +12,14 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from features import FeatureConfig, build_entry
-from features import bench as fb
+from . import feature_stages as fb
 from features.candidates import read_candidates
 from features.cache import write_atomically
 from features.io import packed_path
 
 from . import projection as pj
-from . import train_bench as tb
-from .rank_bench import QUICK_RANK, RankSpec, format_rank_notes, rank_notes
+from . import train as tb
+from .rank import QUICK_RANK, RankSpec, format_rank_notes, rank_notes
 
 ONE_FILE_ENTRY = "build an entry of one tile file ({workers} workers)"
 POOL_START = "start {workers} build workers, stop them"
@@ -27,7 +27,7 @@ TILE_TRAIN = f"train lambdarank (tile): load, 4 fits of {tb.ROUNDS} rounds, pred
 BASELINE = "python + imports (baseline)"
 FEW_CONFIGS_BUILD = f"build the layout file's graph with {fb.FEW_CONFIGS} configs"
 FLOOR_TARGET = 1.5  # full-size build time / the decompression floor
-PIPELINE = Path(__file__).resolve().parents[1] / "pipeline.py"
+PIPELINE = Path(__file__).resolve().parents[2] / "pipeline.py"
 PREFIX_EXAMPLE = 20_000   # the projection is also printed for train files read this far
 RSS_MARGIN_MB = 1024  # full-size peak RSS target: 3 x the int8 copy + this
 
@@ -175,7 +175,7 @@ def _round(run: fb.Recorder, spec: fb.BenchSpec, inputs: fb.Inputs, work: Path,
 
 
 def unit_costs(r: BenchResult, workers: int) -> pj.UnitCosts:
-    """What a unit of work costs, from the stages' medians (see models/projection.py)."""
+    """What a unit of work costs, from the stages' medians (see models/bench/projection.py)."""
     stage = {s.name: s.seconds for s in r.stages}
     s, notes = r.spec, r.notes
     c, nc = s.layout_configs, s.layout_config_nodes

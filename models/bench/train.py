@@ -5,7 +5,7 @@ of rows LambdaRank weighs (each row against up to truncation_level others of its
 tile, the whole sub-group of up to 125 rows for layout), and while early stopping watches
 held-out graphs, a part per watched row (their prediction and the metric in Python). Four fits of the same rounds
 separate them: all train graphs; all of them weighing whole groups; a tenth of them; and the
-unwatched graphs watching the rest, as `train`'s probe does (models/selection.py).
+unwatched graphs watching the rest, as `train`'s probe does (models/training/selection.py).
 """
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from features import bench as fb, load_entry
+from . import feature_stages as fb
+from features import load_entry
 
-from .base import split_groups
-from .lgbm import LAMBDARANK_DEFAULTS, LambdaRank
-from .selection import early_stop_split, fit_and_watched
+from models.training.base import split_groups
+from models.training.lgbm import LAMBDARANK_DEFAULTS, LambdaRank
+from models.training.selection import early_stop_split, fit_and_watched
 
 ROUNDS = 200   # every fit runs all of them: early stopping is set beyond the last round
 

@@ -64,7 +64,7 @@ def fit_family_stopped(cls, params, train: FeatureSet, fit_final=None):
     found. Returns the refit model; its `stopped_at_` records the rounds chosen.
 
     fit_final(model, train) -> model makes the refit (default: model.fit(train)); a Dask
-    cluster's (models/dask_train.py) makes it there. The probe that finds the rounds always
+    cluster's (models/training/dask_train.py) makes it there. The probe that finds the rounds always
     runs here: distributed LightGBM has no early stopping, and the probe needs the metric of
     whole held-out graphs, which no single worker holds."""
     fit_final = fit_final or (lambda model, data: model.fit(data, None))
@@ -99,7 +99,7 @@ def _rows_as(data: FeatureSet, graphs: np.ndarray, rows: np.ndarray, X: np.ndarr
 @contextmanager
 def fit_and_watched(train: FeatureSet, fit_idx: np.ndarray, watch_idx: np.ndarray):
     """(train.take_graphs(fit_idx), train.take_graphs(watch_idx)) as views of train.X, its rows
-    moved in place for the block (models/row_order.py): no copy of the train matrix. The two
+    moved in place for the block (models/training/row_order.py): no copy of the train matrix. The two
     must hold every graph between them; after the block the views see train's own order."""
     fit_rows, watch_rows = _graph_rows(train, fit_idx), _graph_rows(train, watch_idx)
     with rows_in_order(train.X, np.concatenate([fit_rows, watch_rows])) as X:

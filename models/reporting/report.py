@@ -1,7 +1,7 @@
 """`pipeline.py report`: a trained run as one self-contained HTML page plus its PNG figures.
 
 Per collection: every validation graph's score next to random order and 'compiler default first'
-(defined in models/diagnostics.py), worst graphs first; predicted score vs measured runtime of the
+(defined in models/training/diagnostics.py), worst graphs first; predicted score vs measured runtime of the
 best and the worst graph; the features with the most gain; the validation metric per boosting
 round; and, for the whole run, where the time went. Written atomically to <run>/report/ with
 report.json saying what it was made from.
@@ -21,8 +21,10 @@ import polars as pl
 from features.cache import atomic_dir
 from features.schema import collection_kind
 
-from . import diagnostics, figures, metrics
-from .predict import read_run
+from models.training import diagnostics
+from . import figures
+from models import metrics
+from models.serving.predict import read_run
 
 WORST_ROWS = 15   # graph table rows per collection; the sorted figure shows every graph
 METRIC = {"tile": "top-5 score", "layout": "Kendall tau"}

@@ -27,15 +27,16 @@ from pathlib import Path
 
 import numpy as np
 
-from features import FeatureConfig, bench as fb, sample, synth_graph
+from features import FeatureConfig, sample, synth_graph
+from . import feature_stages as fb
 from features.candidates import graph_from_arrays, read_candidates
 from features.io import read_graph
 from features.schema import collection_kind
 from features.table import graph_feature_set, graph_static, static_key
 
-from .api import CostModel
-from .lgbm import LAMBDARANK_DEFAULTS, LambdaRank
-from .runs import ensemble_scores
+from models.api import CostModel
+from models.training.lgbm import LAMBDARANK_DEFAULTS, LambdaRank
+from models.training.runs import ensemble_scores
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ from features.settings import at_least
 
 from features.schema import collection_kind
 
-from . import RANKERS, diagnostics, metrics
+from . import RANKERS, diagnostics
+from models import metrics
 from .base import apply_overrides, normalize_per_graph
 from .selection import family_folds, fit_family_stopped
 
@@ -257,7 +258,7 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
 
     default_rows: per collection, which validation rows hold the compiler's default config.
     client: a dask.distributed Client; each final fit then runs on its cluster
-    (models/dask_train.py), the rounds still chosen here (selection.fit_family_stopped)."""
+    (models/training/dask_train.py), the rounds still chosen here (selection.fit_family_stopped)."""
     if not data:
         raise ValueError("no collections to train")
     bare = {c: (loaded(t, ()), loaded(v, ())) for c, (t, v) in data.items()}   # no features

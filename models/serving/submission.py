@@ -16,7 +16,7 @@ from features import DataSource
 from features.io import collection_dir, list_npz
 from features.schema import is_tile
 
-from .metrics import TILE_TOP_K, predicted_order
+from models.metrics import TILE_TOP_K, predicted_order
 
 # An ID is written unquoted into a comma-separated file: a stem needing quotes (a comma, quote or
 # line break) or otherwise unusual is refused before anything is written. Real stems are 32 hex

@@ -21,8 +21,8 @@ from features.io import array_shapes, list_npz
 from features.schema import COLLECTIONS, is_tile
 from features.per_config import STAT_CONFIGS
 
-from .lgbm import LAMBDARANK_DEFAULTS
-from .selection import EARLY_STOP_FRACTION
+from models.training.lgbm import LAMBDARANK_DEFAULTS
+from models.training.selection import EARLY_STOP_FRACTION
 
 SPLIT_NAMES = ("train", "valid", "test")
 TIME_TARGET_S = 30 * 60      # issue 11: build + train + submit on 2 cores
@@ -219,9 +219,9 @@ def _distinct_tile_configs(path: Path) -> int:
 
 COMMANDS = 3   # build-features, train, submit
 TRAIN_LOADS = 4   # `train` reads the train and valid entries' targets for its checks, then
-                  # each entry whole (models/runs.py)
+                  # each entry whole (models/training/runs.py)
 VALID_PASSES = 2   # `train` predicts the valid rows for the score, then round by round for the
-                   # report (models/diagnostics.py)
+                   # report (models/training/diagnostics.py)
 
 
 def end_to_end_s(projections: list[Projection], command_s: float) -> float:

@@ -16,14 +16,14 @@ import xgboost as xgb
 from features import FeatureSet
 from features.settings import at_least, fractions, positive
 
-from . import metrics
+from models import metrics
 from .progress import XGBoostProgress, rounds_bar
 from .base import qid_from_ptr, read_params, round_grid, within_graph_rank, write_params
 
 
 @dataclass(frozen=True)
 class XGBoostParams:
-    n_estimators: int = 300         # as LightGBM's (models/lgbm.py TreeParams)
+    n_estimators: int = 300         # as LightGBM's (models/training/lgbm.py TreeParams)
     learning_rate: float = 0.1
     max_depth: int = 6
     min_child_weight: float = 1.0

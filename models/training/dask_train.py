@@ -27,7 +27,7 @@ from .xgb import XGBoostRank
 
 
 def cluster_fit(client):
-    """fit(model, train) -> model for models/selection.py: the model trained on `client`'s
+    """fit(model, train) -> model for models/training/selection.py: the model trained on `client`'s
     cluster for its params.n_estimators rounds (no early stopping there: see selection.py)."""
     def fit(model, train: FeatureSet):
         if isinstance(model, XGBoostRank):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from features import DataSource, FeatureConfig, FeatureSet, feature_signature
 
-from .runs import ensemble_scores, load_models
+from models.training.runs import ensemble_scores, load_models
 from .submission import SubmissionError, check_rows, to_rows
 
 MAX_LISTED_RUNS = 3

@@ -5,7 +5,7 @@ LambdaRank: labels are per-graph runtime ranks binned into `n_grades` levels wit
 used each round, or sampled per boosting bag with `oversize="bag"`); gains
 and truncation follow the metric (full list for layout's Kendall, top-heavy for tile's top-5);
 early stopping watches the competition metric, not NDCG, on the graphs `fit` is given to watch
-(models/selection.py passes held-out train families, never the graphs a score is reported on).
+(models/training/selection.py passes held-out train families, never the graphs a score is reported on).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import numpy as np
 from features import FeatureSet
 from features.settings import at_least, fractions, positive
 
-from . import metrics
+from models import metrics
 from .progress import lightgbm_callback, rounds_bar
 from .row_order import rows_in_order
 from .base import (MAX_LGBM_GROUP, read_params, round_grid, runtime_to_grade, split_groups,

@@ -1,0 +1,1 @@
+"""`pipeline.py report`: one HTML page of a trained run and its figures."""
