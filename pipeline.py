@@ -20,10 +20,11 @@ from typing import Sequence
 
 import features
 from features import COLLECTIONS, SPLITS, FeatureConfig
+from features import cache
 from features.cluster import connect
 from features.io import count_configs
 from features.settings import describe, parse_overrides
-from features.table import FEATURE_FAMILIES
+from features.feature_set import FEATURE_FAMILIES
 
 # The model side is imported where a command needs it, not here: spawned feature-build workers
 # run this file's top level again, and importing LightGBM (which loads scikit-learn) cost each
@@ -36,10 +37,20 @@ def _feature_config(args) -> FeatureConfig:
     return FeatureConfig(**parse_overrides(FeatureConfig, args.feature))
 
 
-def _source(args):
-    source = features.resolve_data(args.data_dir, args.cache_dir)
+def data_source(data_dir: str | None, cache_dir: Path, sample_spec=None) -> features.DataSource:
+    """The data named or found at the default place, else the generated sample (made once
+    under the cache): with no download, every command still runs, and says which it used."""
+    source = features.resolve_data(data_dir)
+    if source is None:
+        from features.sample import SampleSpec, ensure_sample
+        source = features.sample_source(ensure_sample(cache.sample_root(cache_dir),
+                                                      sample_spec or SampleSpec()))
     print(source.description)
     return source
+
+
+def _source(args) -> features.DataSource:
+    return data_source(args.data_dir, args.cache_dir)
 
 
 def cmd_build_features(args) -> int:
@@ -80,7 +91,7 @@ def cmd_train(args) -> int:
                 "data": str(source.npz_root), "sample": source.is_sample,
                 "train_files": {c: source.train_fingerprint(c) for c in args.collections}}
         defaults = {c: features.default_config_rows(valid) for c, (_, valid) in entries.items()}
-        run_dir, record = train_run(cfg, entries, args.cache_dir / "runs", info,
+        run_dir, record = train_run(cfg, entries, cache.runs_root(args.cache_dir), info,
                                     default_rows=defaults, client=client)
     print(format_table(record))
     print(f"run saved to {run_dir}")
@@ -93,7 +104,7 @@ def cmd_submit(args) -> int:
     from models.serving.submission import files_to_score, write_csv
     source = _source(args)
     tests = files_to_score(source)
-    choices = choose_runs(args.cache_dir / "runs", source, tests, dict(args.run),
+    choices = choose_runs(cache.runs_root(args.cache_dir), source, tests, dict(args.run),
                           allow_other_data=args.allow_other_data)
     for c, choice in choices.items():
         print(f"{c:<20} served by {choice.run_dir}" + (f"  (note: {choice.note})"
@@ -114,7 +125,7 @@ def cmd_rank(args) -> int:
     """Rank the configs of one npz file (config_runtime optional) with a trained run."""
     from models.api import CostModel, format_ranking
     from models.training.runs import latest_run
-    run_dir = args.run or latest_run(args.cache_dir / "runs")
+    run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
     ranking = CostModel.load(run_dir).rank_file(args.file, collection=args.collection)
     print(format_ranking(ranking, top=args.top, as_json=args.json))
     return 0
@@ -124,7 +135,7 @@ def cmd_report(args) -> int:
     """Write an HTML report (validation per graph, features, rounds, timings) of a trained run."""
     from models.reporting.report import write_report
     from models.training.runs import latest_run
-    run_dir = args.run or latest_run(args.cache_dir / "runs")
+    run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
     print(f"wrote {write_report(run_dir, args.out)}")
     return 0
 
@@ -137,10 +148,6 @@ def cmd_bench(args) -> int:
     print(format_bench(run_bench(args.cache_dir, spec, workers=args.workers, repeat=args.repeat,
                                  rank_file=args.rank_file)))
     return 0
-
-
-COMMANDS = {"build-features": cmd_build_features, "train": cmd_train, "submit": cmd_submit,
-            "rank": cmd_rank, "report": cmd_report, "bench": cmd_bench}
 
 
 def _at_least(low: int):
@@ -166,6 +173,16 @@ def _run_arg(text: str) -> tuple[str | None, Path]:
     return (collection, Path(path)) if sep and collection in COLLECTIONS else (None, Path(text))
 
 
+def _cache_options(p) -> None:
+    p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE,
+                   help=f"where features, runs and the sample go (default {DEFAULT_CACHE})")
+
+
+def _worker_options(p) -> None:
+    p.add_argument("--workers", type=_at_least(1), default=2,
+                   help="processes building feature files in parallel (default 2)")
+
+
 def _data_options(p) -> None:
     p.add_argument("--data-dir", help="TpuGraphs root (default: $TPUGRAPHS_DIR, then "
                                       "~/data/tpugraphs, then the generated sample)")
@@ -183,6 +200,11 @@ def _feature_options(p) -> None:
                    help=f"FeatureConfig setting (repeatable); keys: {describe(FeatureConfig)}")
 
 
+def _build_options(p) -> None:
+    p.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS))
+    p.add_argument("--force", action="store_true", help="rebuild even if cached")
+
+
 def _set_help() -> str:
     from models.training import RANKERS
     from models.training.runs import RUN_SET_PARAMS
@@ -192,70 +214,79 @@ def _set_help() -> str:
             f"--ranker: {keys}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _train_options(p) -> None:
     from models.training import RANKERS
-    cache_only = argparse.ArgumentParser(add_help=False)
-    cache_only.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE,
-                            help=f"where features, runs and the sample go (default {DEFAULT_CACHE})")
-    common = argparse.ArgumentParser(add_help=False, parents=[cache_only])
-    common.add_argument("--workers", type=_at_least(1), default=2,
-                        help="processes building feature files in parallel (default 2)")
+    p.add_argument("--ranker", choices=sorted(RANKERS), default="lambdarank")
+    p.add_argument("--seeds", type=_at_least(1), default=1, help="models averaged per collection")
+    p.add_argument("--seed", type=_at_least(0), default=0, help="first seed")
+    p.add_argument("--folds", type=_folds, default=0,
+                   help="cross-validate over train graphs with whole model families held out per "
+                        "fold (0 = none, else >= 2; >= the number of families: "
+                        "leave-one-family-out)")
+    p.add_argument("--without", action="append", default=[], metavar="FAMILY",
+                   choices=sorted(FEATURE_FAMILIES),
+                   help="leave a feature family out (ablation; repeatable): "
+                        + ", ".join(sorted(FEATURE_FAMILIES)))
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=_set_help())
+    p.add_argument("--allow-no-valid", action="store_true",
+                   help="train collections without scorable validation graphs (no validation "
+                        "score; early stopping watches train families)")
+
+
+def _submit_options(p) -> None:
+    p.add_argument("--run", type=_run_arg, action="append", default=[],
+                   metavar="[COLLECTION=]DIR",
+                   help="run serving every collection, or one (repeatable; default: per "
+                        "collection the newest run that fits)")
+    p.add_argument("--allow-other-data", action="store_true",
+                   help="accept runs trained on other data (e.g. the generated sample)")
+    p.add_argument("--out", type=Path, default=Path("submission.csv"))
+
+
+def _rank_options(p) -> None:
+    p.add_argument("file", type=Path, help="npz file: a graph and its candidate configs")
+    p.add_argument("--run", type=Path, help="run directory (default: the newest)")
+    p.add_argument("--top", type=_at_least(1), help="configs to print (default: tile 5, layout all)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--collection", choices=COLLECTIONS,
+                   help="model to use (default: from the file's place in a TpuGraphs tree, else "
+                        "tile:xla / layout:xla:random by its keys)")
+
+
+def _report_options(p) -> None:
+    p.add_argument("--run", type=Path, help="run directory (default: the newest)")
+    p.add_argument("--out", type=Path, help="report directory (default: <run>/report)")
+
+
+def _bench_options(p) -> None:
+    p.add_argument("--quick", action="store_true", help="small sizes (~2 min)")
+    p.add_argument("--repeat", type=_at_least(1), default=3,
+                   help="runs of every stage; shows median and min-max (default 3)")
+    p.add_argument("--rank-file", type=Path,
+                   help="a real layout npz: time the ranking API on its graph as well")
+
+
+# command -> (what runs it, its option groups in --help order)
+COMMANDS = {
+    "build-features": (cmd_build_features, (_cache_options, _worker_options, _data_options,
+                                            _feature_options, _build_options)),
+    "train": (cmd_train, (_cache_options, _worker_options, _data_options, _feature_options,
+                          _train_options)),
+    "submit": (cmd_submit, (_cache_options, _worker_options, _data_options, _submit_options)),
+    "rank": (cmd_rank, (_cache_options, _rank_options)),
+    "report": (cmd_report, (_cache_options, _report_options)),
+    "bench": (cmd_bench, (_cache_options, _worker_options, _bench_options)),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, func in COMMANDS.items():
-        p = sub.add_parser(name, parents=[cache_only if name in ("rank", "report") else common],
-                           help=func.__doc__.splitlines()[0])
+    for name, (func, option_groups) in COMMANDS.items():
+        p = sub.add_parser(name, help=func.__doc__.splitlines()[0])
         p.set_defaults(func=func)
-        if name in ("build-features", "train", "submit"):
-            _data_options(p)
-        if name in ("build-features", "train"):
-            _feature_options(p)
-        if name == "build-features":
-            p.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS))
-            p.add_argument("--force", action="store_true", help="rebuild even if cached")
-        elif name == "train":
-            p.add_argument("--ranker", choices=sorted(RANKERS), default="lambdarank")
-            p.add_argument("--seeds", type=_at_least(1), default=1,
-                           help="models averaged per collection")
-            p.add_argument("--seed", type=_at_least(0), default=0, help="first seed")
-            p.add_argument("--folds", type=_folds, default=0,
-                           help="cross-validate over train graphs with whole model families held "
-                                "out per fold (0 = none, else >= 2; >= the number of families: "
-                                "leave-one-family-out)")
-            p.add_argument("--without", action="append", default=[], metavar="FAMILY",
-                           choices=sorted(FEATURE_FAMILIES),
-                           help="leave a feature family out (ablation; repeatable): "
-                                + ", ".join(sorted(FEATURE_FAMILIES)))
-            p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                           help=_set_help())
-            p.add_argument("--allow-no-valid", action="store_true",
-                           help="train collections without scorable validation graphs (no "
-                                "validation score; early stopping watches train families)")
-        elif name == "bench":
-            p.add_argument("--quick", action="store_true", help="small sizes (~2 min)")
-            p.add_argument("--repeat", type=_at_least(1), default=3,
-                           help="runs of every stage; shows median and min-max (default 3)")
-            p.add_argument("--rank-file", type=Path,
-                           help="a real layout npz: time the ranking API on its graph as well")
-        elif name == "rank":
-            p.add_argument("file", type=Path, help="npz file: a graph and its candidate configs")
-            p.add_argument("--run", type=Path, help="run directory (default: the newest)")
-            p.add_argument("--top", type=_at_least(1), help="configs to print (default: tile 5, layout all)")
-            p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-            p.add_argument("--collection", choices=COLLECTIONS,
-                           help="model to use (default: from the file's place in a TpuGraphs "
-                                "tree, else tile:xla / layout:xla:random by its keys)")
-        elif name == "report":
-            p.add_argument("--run", type=Path, help="run directory (default: the newest)")
-            p.add_argument("--out", type=Path, help="report directory (default: <run>/report)")
-        elif name == "submit":
-            p.add_argument("--run", type=_run_arg, action="append", default=[],
-                           metavar="[COLLECTION=]DIR",
-                           help="run serving every collection, or one (repeatable; default: per "
-                                "collection the newest run that fits)")
-            p.add_argument("--allow-other-data", action="store_true",
-                           help="accept runs trained on other data (e.g. the generated sample)")
-            p.add_argument("--out", type=Path, default=Path("submission.csv"))
+        for add_options in option_groups:
+            add_options(p)
     return parser
 
 

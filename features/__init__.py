@@ -23,17 +23,18 @@ os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
 from . import cache, units as unit_store, workers as worker_pool
 from .cache import reclaim_stale
-from .data import DataSource, resolve_data
+from .data import DataSource, resolve_data, sample_source
 from .io import DataFormatError, Graph, collect_format_error, list_npz
 from .schema import COLLECTIONS, SPLITS
 from .signature import feature_signature
 from .entries import default_config_rows, read_parts
-from .table import FeatureConfig, FeatureSet
+from .feature_set import FeatureSet
+from .table import FeatureConfig
 
 __all__ = ["COLLECTIONS", "SPLITS", "DataFormatError", "DataSource", "FeatureConfig",
            "FeatureSet", "Graph", "build_entry", "default_config_rows", "feature_signature",
-           "load_entry", "load_or_build", "packed_root", "read_meta", "reclaim_stale",
-           "resolve_data", "uses_pool"]
+           "load_entry", "load_or_build", "read_meta", "reclaim_stale",
+           "resolve_data", "sample_source", "uses_pool"]
 
 # A spawned worker costs seconds (imports, loading Numba's cache); below this much compressed
 # input the pool would cost more than it saves.
@@ -59,7 +60,7 @@ def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
     if cache.is_complete(entry) and not force:
         return entry, False
     todo = [f for f, u in zip(files, unit_files) if force or not u.exists()]
-    packed = packed_root(cache_root) if pack else None
+    packed = cache.packed_root(cache_root) if pack else None
     start = time.perf_counter()
     _build_units(todo, (collection, split, cfg, units), packed, workers, force, client)
     with cache.atomic_dir(entry) as tmp:
@@ -73,11 +74,6 @@ def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
                                                     "versions": cache.versions()}}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
     return entry, True
-
-
-def packed_root(cache_root: Path) -> Path:
-    """Where the int8 copies of node_config_feat live (see io.packed_path)."""
-    return Path(cache_root) / "packed"
 
 
 def _build_units(todo: list[Path], task: tuple, packed: Path | None, workers: int,

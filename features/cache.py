@@ -1,6 +1,6 @@
 """The feature cache: keys, atomic writes, and reclaiming what crashed processes left behind.
 
-Layout:
+Layout (every path under <cache> is named here, by the functions below):
   <cache>/features/units/<collection with '-'>-<split>-<key12>/<file stem>.<stamp12>.npz
       one input file's rows (a unit); the directory key covers the feature signature (row code
       and settings) and library versions, the stamp the file's name, size and mtime.
@@ -8,6 +8,8 @@ Layout:
       the rows of a run of units (256 tile files, one layout file), keyed by the units' names.
   <cache>/features/<collection with '-'>-<split>-<key12>/part-*.parquet + part-*.json + meta.json
       a collection/split entry: hard links to its parts; the key covers every unit's name.
+  <cache>/packed/      int8 copies of node_config_feat (io.packed_path names each)
+  <cache>/runs/        trained runs;  <cache>/sample/  the generated sample;  <cache>/bench/  bench
 Units, parts and entries are written under temporary names and renamed into place, so a crash
 leaves finished units (a rerun builds only the rest) and never a half part or entry. Temporary
 names carry the writer's pid and host; `reclaim_stale` removes those whose writer is gone.
@@ -62,6 +64,26 @@ def versions() -> dict:
             "python": platform.python_version()}
 
 
+def features_root(cache_root: Path) -> Path:
+    return Path(cache_root) / "features"
+
+
+def packed_root(cache_root: Path) -> Path:
+    return Path(cache_root) / "packed"
+
+
+def runs_root(cache_root: Path) -> Path:
+    return Path(cache_root) / "runs"
+
+
+def sample_root(cache_root: Path) -> Path:
+    return Path(cache_root) / "sample"
+
+
+def bench_root(cache_root: Path) -> Path:
+    return Path(cache_root) / "bench"
+
+
 def _slug(collection: str, split: str) -> str:
     return f"{collection.replace(':', '-')}-{split}"
 
@@ -70,7 +92,7 @@ def unit_dir(cache_root: Path, collection: str, split: str, signature: str) -> P
     """Where the units of one collection/split under one feature signature live."""
     key = fingerprint(schema=SCHEMA, signature=signature, collection=collection, split=split,
                       versions=versions())
-    return Path(cache_root) / "features" / "units" / f"{_slug(collection, split)}-{key}"
+    return features_root(cache_root) / "units" / f"{_slug(collection, split)}-{key}"
 
 
 def unit_path(units: Path, npz_file: Path) -> Path:
@@ -87,7 +109,7 @@ def part_dir(unit_files: list[Path]) -> Path:
 
 
 def entry_dir(cache_root: Path, collection: str, split: str, key: str) -> Path:
-    return Path(cache_root) / "features" / f"{_slug(collection, split)}-{key}"
+    return features_root(cache_root) / f"{_slug(collection, split)}-{key}"
 
 
 def is_complete(entry: Path) -> bool:
@@ -145,10 +167,9 @@ def reclaim_stale(cache_root: Path) -> list[Path]:
     files are never touched, and a crashed one's are removed on the next start. Untagged ones
     (`*.partial` of older versions) and other hosts' (a shared cache) cannot be checked that
     way and are removed once older than STALE_AGE_S."""
-    root = Path(cache_root)
-    dirs = [root, root / "features", root / "runs", root / "packed", root / "bench"]
-    dirs += sorted((root / "features" / "units").glob("*/"))
-    dirs += sorted((root / "features" / "parts").glob("*/"))
+    root, features = Path(cache_root), features_root(cache_root)
+    dirs = [root, features, runs_root(root), packed_root(root), bench_root(root)]
+    dirs += sorted((features / "units").glob("*/")) + sorted((features / "parts").glob("*/"))
     removed = []
     for d in dirs:
         for path in (d.iterdir() if d.is_dir() else ()):

@@ -1,7 +1,8 @@
 """Candidates to rank: one graph plus configs, no runtimes (they are what a ranking predicts).
 
 From a file (`read_candidates`) or from arrays an autotuner holds (`graph_from_arrays`), validated
-by the loader's own rules in io.py, into a test-split Graph: zero runtimes, every config a row.
+by the loader's own rules in io.py, into a test-split Graph: zero runtimes, every config a row;
+`candidate_rows` turns it into the FeatureSet a model scores.
 """
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import numpy as np
 
 from .io import (LAYOUT_KEYS, TILE_KEYS, DataFormatError, Graph, _check_node_config_feat,
                  _expect, _read_keys, _to_int8, _validate, collection_dir, read_node_config_feat)
-from .schema import COLLECTIONS, SPLITS, is_tile
+from .feature_set import FeatureSet
+from .schema import COLLECTIONS, SPLITS, collection_kind, is_tile
+from .table import FeatureConfig, GraphStatic, graph_table
 
 CANDIDATE_KEYS = {"tile": TILE_KEYS[:4],
                   "layout": tuple(k for k in LAYOUT_KEYS if k != "config_runtime")}
@@ -22,16 +25,25 @@ def read_candidates(path: Path, collection: str) -> Graph:
     """Read a file whose configs are to be ranked: validated like read_graph, but runtimes may be
     absent or zero; they are ignored."""
     path = Path(path)
-    keys = CANDIDATE_KEYS["tile" if is_tile(collection) else "layout"]
+    keys = CANDIDATE_KEYS[collection_kind(collection)]
     arrays = _read_keys(path, keys, lambda zf: read_node_config_feat(zf, path))
     return _candidates(arrays, collection, path)
+
+
+def candidate_rows(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None) -> FeatureSet:
+    """One graph's rows as a FeatureSet in memory, as a cache entry would hold them. `static`:
+    table.graph_static(g, cfg) computed earlier for the same graph."""
+    X, columns, rows = graph_table(g, cfg, static)
+    return FeatureSet(X=X, runtime=rows.runtime, config_idx=rows.config_idx,
+                      dup_count=rows.dup_count, ptr=np.array([0, X.shape[0]], np.int64),
+                      graph_ids=(g.graph_id,), collection=g.collection, columns=tuple(columns))
 
 
 def graph_from_arrays(arrays: dict, collection: str, *, name: str = "<arrays>") -> Graph:
     """Validate in-memory candidates exactly as a file's (shapes, dtypes, slot values -1..5);
     errors name `name`. node_splits may be (1, s) as in the files, 1-D, or absent (none known)."""
     path = Path(name)
-    keys = CANDIDATE_KEYS["tile" if is_tile(collection) else "layout"]
+    keys = CANDIDATE_KEYS[collection_kind(collection)]
     arrays = {k: np.asarray(v) for k, v in arrays.items() if v is not None}
     if "node_splits" in keys:
         splits = arrays.get("node_splits", np.zeros(0, np.int64))

@@ -1,4 +1,7 @@
-"""Where the data comes from: a real TpuGraphs download, or the generated sample when none exists."""
+"""Where the data comes from: the TpuGraphs tree a user names or keeps at the default place.
+
+What to do when there is none (make the generated sample) is the command line's decision.
+"""
 from __future__ import annotations
 
 import os
@@ -8,7 +11,6 @@ from pathlib import Path
 from .cache import fingerprint
 from .io import DEFAULT_DATA_DIR, DataFormatError, collection_dir, list_npz, resolve_npz_root
 from .schema import COLLECTIONS
-from .sample import SampleSpec, ensure_sample
 
 SAMPLE_SUBMISSION = "sample_submission.csv"
 
@@ -43,10 +45,10 @@ class DataSource:
                      if (c / SAMPLE_SUBMISSION).is_file()), None)
 
 
-def resolve_data(data_dir: str | os.PathLike | None, cache_root: Path, *,
-                 env: dict | None = None, spec: SampleSpec = SampleSpec()) -> DataSource:
+def resolve_data(data_dir: str | os.PathLike | None, *, env: dict | None = None,
+                 ) -> DataSource | None:
     """--data-dir, else $TPUGRAPHS_DIR, else ~/data/tpugraphs; a named directory must exist,
-    while a missing default falls back to the generated sample (made once in the cache)."""
+    while a missing default gives None."""
     env = os.environ if env is None else env
     named = data_dir or env.get("TPUGRAPHS_DIR")
     if named:
@@ -57,9 +59,11 @@ def resolve_data(data_dir: str | os.PathLike | None, cache_root: Path, *,
                 f"and in npz_all/npz/)")
         return DataSource(root, False, f"TpuGraphs data at {root}")
     root = resolve_npz_root(DEFAULT_DATA_DIR)
-    if root is not None:
-        return DataSource(root, False, f"TpuGraphs data at {root}")
-    sample_root = ensure_sample(Path(cache_root) / "sample", spec)
+    return None if root is None else DataSource(root, False, f"TpuGraphs data at {root}")
+
+
+def sample_source(sample_root: Path) -> DataSource:
+    """The generated sample (features/sample.py) at sample_root, announced as such."""
     return DataSource(sample_root, True,
                       f"No TpuGraphs data found (--data-dir, $TPUGRAPHS_DIR, {DEFAULT_DATA_DIR}); "
                       f"using the generated sample at {sample_root}")

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from .table import FeatureSet
+from .feature_set import FeatureSet
 
 
 # Rows converted from a part's frame into X at a time: converting a whole part at once held a

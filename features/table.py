@@ -1,14 +1,13 @@
-"""FeatureConfig (settings) and FeatureSet (the contract with models/): one row per (graph, config).
+"""FeatureConfig (settings) and the row code's root: one input file -> its rows, one per config.
 
-Rows of a graph are contiguous and graphs keep the sorted file order; graph g owns rows
-ptr[g]:ptr[g+1]. Stored as parquet parts plus JSON, never pickles.
+This module and what it imports are the feature signature (signature.py). Rows are stored as
+parquet parts plus JSON, never pickles, and read back as a FeatureSet (feature_set.py).
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,30 +21,6 @@ from .per_graph import graph_features
 from .rows import Rows, picked_configs, select_rows
 
 FEATURE_SETS = ("basic", "full")
-# Feature families, for ablation (`train --without FAMILY`): a column belongs to a family when
-# the pattern matches its name ("name") or its quantity, the last dotted part ("quantity").
-FEATURE_FAMILIES = {
-    "graph": ("name", r"^graph\."),
-    "within_graph_z": ("name", r"^z\."),
-    "padding": ("quantity", r"^(out_log2_pad|out_pad_bytes|in_log2_pad|in_pad_bytes"
-                            r"|ker_pad_bytes|tiled_bytes|out_log2_minor|out_log2_second_minor"
-                            r"|in_log2_minor|out_minor_mult128)$"),
-    "conversions": ("quantity", r"^(in_copy|in_copy_bytes|ker_copy|ker_copy_bytes|user_copy"
-                                r"|user_copy_bytes|output_copy_bytes|sibling_mismatch"
-                                r"|sibling_bytes|merge_conversions|merge_conversion_bytes)$"),
-    "reshape_bitcast": ("quantity", r"^reshape_copy(_bytes)?$"),
-    "dim_roles": ("quantity", r"^(out|in|ker)_(minor|second)_is_\w+$"),
-    "default_distance": ("quantity", r"^(out_is_default|in_is_default|ker_is_default"
-                                     r"|out_changed|out_changed_bytes|out_row_major|out_eq_in"
-                                     r"|value_freq|differs_from_modal)$"),
-    "traffic": ("quantity", r"^est_traffic_bytes$"),
-    "chain_padding": ("quantity", r"^(chain_pad_bytes|chain_tiled_bytes|est_chain_traffic_bytes)$"),
-}
-
-
-def in_family(column: str, family: str) -> bool:
-    scope, pattern = FEATURE_FAMILIES[family]
-    return bool(re.search(pattern, column if scope == "name" else column.split(".")[-1]))
 
 
 @dataclass(frozen=True)
@@ -54,9 +29,8 @@ class FeatureConfig:
 
     feature_set: str = "full"            # "basic" = the foundation's reference features
     max_train_configs_tile: int = 500    # rows per train graph after merging duplicates
-    # Layout: a cap of 500 of a dev graph's ~840 distinct configs scored as well as all of them in
-    # family CV (models/defaults_cv.json, r07 against r06); 1,000 keeps a margin and halves
-    # training on real files (up to 100k configs) against the earlier 2,000
+    # Layout: 500 rows scored as well as all of a dev graph's configs (models/records/); 1,000
+    # keeps a margin at half the training of 2,000 on real files
     max_train_configs_layout: int = 1000
     # Layout train files: only their first N configs are read (0 = all). Configs sit in search
     # order, so this trains on the start of each search, and saves inflating the rest
@@ -77,60 +51,6 @@ class FeatureConfig:
                 raise ValueError(f"{name} must be >= 0 (0 = no cap), got {getattr(self, name)}")
         if not 0 <= self.fastest_fraction <= 1:
             raise ValueError(f"fastest_fraction must be in [0, 1], got {self.fastest_fraction}")
-
-
-@dataclass(frozen=True)
-class FeatureSet:
-    X: np.ndarray              # (n_rows, n_cols) float32
-    runtime: np.ndarray        # (n_rows,) float64 target; NaN in test
-    config_idx: np.ndarray     # (n_rows,) int64 position of the config in its file
-    dup_count: np.ndarray      # (n_rows,) int32 identical configs merged into the row
-    ptr: np.ndarray            # (n_graphs + 1,) int64
-    graph_ids: tuple[str, ...]
-    collection: str
-    columns: tuple[str, ...]
-    meta: dict = field(default_factory=dict, compare=False)
-
-    def __post_init__(self):
-        n = self.X.shape[0]
-        if self.ptr[0] != 0 or self.ptr[-1] != n or np.any(np.diff(self.ptr) < 0):
-            raise ValueError(f"ptr must run from 0 to n_rows={n} without decreasing")
-        if len(self.graph_ids) != self.ptr.size - 1 or len(self.columns) != self.X.shape[1]:
-            raise ValueError("graph_ids / columns do not match ptr / X")
-
-    @property
-    def group_sizes(self) -> np.ndarray:
-        return np.diff(self.ptr)
-
-    @property
-    def n_graphs(self) -> int:
-        return self.ptr.size - 1
-
-    def without(self, families) -> "FeatureSet":
-        """The same rows without the columns of the given feature families."""
-        unknown = sorted(set(families) - set(FEATURE_FAMILIES))
-        if unknown:
-            raise ValueError(f"unknown feature families {unknown}; known: {sorted(FEATURE_FAMILIES)}")
-        keep = [i for i, c in enumerate(self.columns)
-                if not any(in_family(c, f) for f in families)]
-        if len(keep) == len(self.columns):
-            return self
-        return FeatureSet(X=self.X[:, keep], runtime=self.runtime, config_idx=self.config_idx,
-                          dup_count=self.dup_count, ptr=self.ptr, graph_ids=self.graph_ids,
-                          collection=self.collection,
-                          columns=tuple(self.columns[i] for i in keep), meta=self.meta)
-
-    def take_graphs(self, graphs: np.ndarray) -> "FeatureSet":
-        """A FeatureSet of the given graph positions, in that order."""
-        graphs = np.asarray(graphs, np.int64)
-        rows = np.concatenate([np.arange(self.ptr[g], self.ptr[g + 1]) for g in graphs]) \
-            if graphs.size else np.zeros(0, np.int64)
-        sizes = self.group_sizes[graphs]
-        return FeatureSet(X=self.X[rows], runtime=self.runtime[rows],
-                          config_idx=self.config_idx[rows], dup_count=self.dup_count[rows],
-                          ptr=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
-                          graph_ids=tuple(self.graph_ids[g] for g in graphs),
-                          collection=self.collection, columns=self.columns, meta=self.meta)
 
 
 class GraphStatic(NamedTuple):
@@ -204,15 +124,6 @@ def graph_table(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None,
     """(r, d) float32 feature rows of one graph, their column names and the selected rows."""
     t = graph_parts(g, cfg, static)
     return t.X, t.columns, t.rows
-
-
-def graph_feature_set(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None,
-                      ) -> FeatureSet:
-    """One graph's rows as a FeatureSet in memory, as a cache entry would hold them."""
-    X, columns, rows = graph_table(g, cfg, static)
-    return FeatureSet(X=X, runtime=rows.runtime, config_idx=rows.config_idx,
-                      dup_count=rows.dup_count, ptr=np.array([0, X.shape[0]], np.int64),
-                      graph_ids=(g.graph_id,), collection=g.collection, columns=tuple(columns))
 
 
 def file_table(path: Path, collection: str, split: str, cfg: FeatureConfig, *,

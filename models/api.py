@@ -21,10 +21,10 @@ import numpy as np
 
 import features
 from features import COLLECTIONS, FeatureConfig, Graph
-from features.candidates import (candidate_kind, collection_from_path, graph_from_arrays,
-                                 npz_keys, read_candidates)
+from features.candidates import (candidate_kind, candidate_rows, collection_from_path,
+                                 graph_from_arrays, npz_keys, read_candidates)
 from features.schema import is_tile
-from features.table import GraphStatic, graph_feature_set, graph_static, static_key
+from features.table import GraphStatic, graph_static, static_key
 
 from .metrics import TILE_TOP_K, predicted_order
 from .serving.predict import StaleRunError, check_signature, collection_models, read_run
@@ -99,7 +99,7 @@ class CostModel:
 
     def rank_graph(self, g: Graph) -> Ranking:
         """Rank the configs of a validated test-split Graph (see features.candidates)."""
-        data = graph_feature_set(g, self.settings, self._graph_static(g)).without(self.without)
+        data = candidate_rows(g, self.settings, self._graph_static(g)).without(self.without)
         scores = ensemble_scores(self.models[g.collection], data)
         return Ranking(g.collection, scores, data.config_idx[predicted_order(scores)])
 

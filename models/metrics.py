@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from features.feature_set import graph_slices
 from features.schema import is_tile
 
 TILE_TOP_K = 5
@@ -108,11 +109,10 @@ def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float:
 def kendall_per_graph(scores: np.ndarray, runtime: np.ndarray, ptr: np.ndarray) -> np.ndarray:
     """(n_graphs,) tau-b of predicted position vs runtime; NaN for graphs that cannot be ranked."""
     out = np.full(ptr.size - 1, np.nan)
-    for g in range(ptr.size - 1):
-        s, r = scores[ptr[g]:ptr[g + 1]], runtime[ptr[g]:ptr[g + 1]]
-        position = np.empty(s.size)
-        position[predicted_order(s)] = np.arange(s.size)
-        out[g] = kendall_tau_b(position, r)
+    for g, rows in enumerate(graph_slices(ptr)):
+        position = np.empty(rows.stop - rows.start)
+        position[predicted_order(scores[rows])] = np.arange(position.size)
+        out[g] = kendall_tau_b(position, runtime[rows])
     return out
 
 

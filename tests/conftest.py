@@ -46,7 +46,7 @@ def trained(tiny_root, tmp_path_factory):
 def trained_run(trained) -> Path:
     """The directory of the `trained` run: the LambdaRank run holding all five collections
     (other tests add runs of other rankers or fewer collections to the same cache)."""
-    from features.io import COLLECTIONS
+    from features.schema import COLLECTIONS
 
     cache, _ = trained
     runs = [p.parent for p in (cache / "runs").glob("lambdarank-*/run.json")

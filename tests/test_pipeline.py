@@ -14,7 +14,9 @@ import pytest
 
 import pipeline
 from features import FeatureConfig
-from features.io import COLLECTIONS, count_configs, list_npz
+from models.training import RANKERS
+from features.io import count_configs, list_npz
+from features.schema import COLLECTIONS
 
 from .conftest import QUICK
 
@@ -103,8 +105,9 @@ def test_without_data_the_sample_is_generated_and_announced(tmp_path, monkeypatc
 
     monkeypatch.delenv("TPUGRAPHS_DIR", raising=False)
     monkeypatch.setattr(data, "DEFAULT_DATA_DIR", tmp_path / "absent")
-    source = data.resolve_data(None, tmp_path / "cache", spec=TINY)
+    source = pipeline.data_source(None, tmp_path / "cache", TINY)
     assert source.is_sample and "using the generated sample" in source.description
+    assert not data.resolve_data(None)
     assert list_npz(source.npz_root, "tile:xla", "test")
 
 
@@ -136,7 +139,7 @@ def test_feature_config_defaults_are_recorded_with_the_run(trained):
     assert record["features"]["settings"] == FeatureConfig().__dict__
 
 
-@pytest.mark.parametrize("ranker", sorted(__import__("models").RANKERS))
+@pytest.mark.parametrize("ranker", sorted(RANKERS))
 def test_every_ranker_beats_random_order_on_the_sample(ranker, trained, tmp_path):
     """Floors below the worst of three seeds per ranker on this tiny sample (lowest seen over
     seeds 0-2: xla:random +0.86, nlp:default +0.46, tile +0.19 above random)."""

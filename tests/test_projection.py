@@ -9,7 +9,8 @@ import pytest
 
 from features import PARALLEL_MIN_BYTES, FeatureConfig
 from models.bench import feature_stages as fb
-from features.io import COLLECTIONS, list_npz
+from features.io import list_npz
+from features.schema import COLLECTIONS
 from models.bench import projection as pj
 from models.bench import train as tb
 from models.bench.run import BASELINE, FEW_CONFIGS_BUILD, BenchResult, unit_costs

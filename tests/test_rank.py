@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import pipeline
-from features.io import COLLECTIONS, DataFormatError, list_npz
+from features.io import DataFormatError, list_npz
+from features.schema import COLLECTIONS
 from features.sample import write_npz
 from models.api import CostModel
 

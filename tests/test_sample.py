@@ -5,7 +5,8 @@ import re
 
 import numpy as np
 
-from features.io import COLLECTIONS, SPLITS, list_npz
+from features.io import list_npz
+from features.schema import COLLECTIONS, SPLITS
 from features.sample import ensure_sample, tiled_bytes
 
 from .conftest import TINY

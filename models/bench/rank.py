@@ -29,10 +29,10 @@ import numpy as np
 
 from features import FeatureConfig, sample, synth_graph
 from . import feature_stages as fb
-from features.candidates import graph_from_arrays, read_candidates
+from features.candidates import candidate_rows, graph_from_arrays, read_candidates
 from features.io import read_graph
 from features.schema import collection_kind
-from features.table import graph_feature_set, graph_static, static_key
+from features.table import graph_static, static_key
 
 from models.api import CostModel
 from models.training.lgbm import LAMBDARANK_DEFAULTS, LambdaRank
@@ -75,7 +75,7 @@ def _train(arrays: list[dict], collection: str, tmp: Path) -> LambdaRank:
     for i, a in enumerate(arrays):
         sample.write_npz(tmp / f"{collection.replace(':', '-')}-{i}.npz", a)
         g = read_graph(tmp / f"{collection.replace(':', '-')}-{i}.npz", collection, "train")
-        sets.append(graph_feature_set(g, settings))
+        sets.append(candidate_rows(g, settings))
     data = replace(sets[0], X=np.concatenate([s.X for s in sets]),
                    runtime=np.concatenate([s.runtime for s in sets]),
                    config_idx=np.concatenate([s.config_idx for s in sets]),
@@ -191,7 +191,7 @@ def _parts(model: CostModel, layout: dict, candidates: np.ndarray) -> dict:
                                                   LAYOUT))
     t_key, _ = _timed(lambda: static_key(g))
     t_static, static = _timed(lambda: graph_static(g, model.settings))
-    t_feat, data = _timed(lambda: graph_feature_set(g, model.settings, static))
+    t_feat, data = _timed(lambda: candidate_rows(g, model.settings, static))
     t_pred, _ = _timed(lambda: ensemble_scores(model.models[LAYOUT], data))
     return {"validate": t_check, "cache key": t_key, "graph-static tables (cold only)": t_static,
             "per-candidate features": t_feat, "predict": t_pred, "columns": data.X.shape[1]}

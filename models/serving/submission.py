@@ -14,6 +14,7 @@ import numpy as np
 
 from features import DataSource
 from features.io import collection_dir, list_npz
+from features.feature_set import graph_slices
 from features.schema import is_tile
 
 from models.metrics import TILE_TOP_K, predicted_order
@@ -63,8 +64,7 @@ def _match_sample_submission(path: Path, ids: set[str]) -> None:
 def to_rows(collection: str, graph_ids, config_idx: np.ndarray, scores: np.ndarray,
             ptr: np.ndarray) -> list[tuple[str, str]]:
     rows = []
-    for g, graph_id in enumerate(graph_ids):
-        s = slice(ptr[g], ptr[g + 1])
+    for graph_id, s in zip(graph_ids, graph_slices(ptr)):
         order = config_idx[s][predicted_order(scores[s])]
         if is_tile(collection):
             order = order[:TILE_TOP_K]

@@ -13,6 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from features import FeatureSet
+from features.feature_set import graph_slices, map_graphs
 
 MAX_LGBM_GROUP = 10_000  # LightGBM's lambdarank refuses larger query groups
 
@@ -29,16 +30,13 @@ class Ranker(Protocol):
 
 def within_graph_rank(runtime: np.ndarray, ptr: np.ndarray) -> np.ndarray:
     """(n,) float64 in [0, 1): 0 for the fastest config of each graph, ties averaged."""
-    out = np.empty(runtime.size)
-    for g in range(ptr.size - 1):
-        r = runtime[ptr[g]:ptr[g + 1]]
+    def rank(r: np.ndarray) -> np.ndarray:
         order = np.argsort(r, kind="stable")
         ranks = np.empty(r.size)
         ranks[order] = np.arange(r.size)
         _, inverse = np.unique(r, return_inverse=True)
-        ranks = np.bincount(inverse, ranks)[inverse] / np.bincount(inverse)[inverse]
-        out[ptr[g]:ptr[g + 1]] = ranks / max(r.size, 1)
-    return out
+        return np.bincount(inverse, ranks)[inverse] / np.bincount(inverse)[inverse] / r.size
+    return map_graphs(rank, runtime, ptr)
 
 
 def runtime_to_grade(runtime: np.ndarray, ptr: np.ndarray, n_grades: int) -> np.ndarray:
@@ -51,12 +49,11 @@ def runtime_to_grade(runtime: np.ndarray, ptr: np.ndarray, n_grades: int) -> np.
 
 def standardized_log_runtime(runtime: np.ndarray, ptr: np.ndarray) -> np.ndarray:
     """-(log runtime - graph mean) / graph std: a pointwise target where higher = faster."""
-    out = np.empty(runtime.size)
-    for g in range(ptr.size - 1):
-        x = np.log(runtime[ptr[g]:ptr[g + 1]])
+    def standardized(r: np.ndarray) -> np.ndarray:
+        x = np.log(r)
         sd = x.std()
-        out[ptr[g]:ptr[g + 1]] = -(x - x.mean()) / (sd if sd > 0 else 1.0)
-    return out
+        return -(x - x.mean()) / (sd if sd > 0 else 1.0)
+    return map_graphs(standardized, runtime, ptr)
 
 
 def split_groups(ptr: np.ndarray, max_size: int, rng: np.random.Generator):
@@ -65,8 +62,8 @@ def split_groups(ptr: np.ndarray, max_size: int, rng: np.random.Generator):
     Returns (row order, new group sizes): X[order] keeps each sub-group contiguous and every
     row is kept once, so no config is lost to LightGBM's group-size limit."""
     order, sizes = [], []
-    for g in range(ptr.size - 1):
-        rows = np.arange(ptr[g], ptr[g + 1])
+    for g in graph_slices(ptr):
+        rows = np.arange(g.start, g.stop)
         n = rows.size
         if n <= max_size:
             order.append(rows)
@@ -85,12 +82,10 @@ def qid_from_ptr(ptr: np.ndarray) -> np.ndarray:
 
 def normalize_per_graph(scores: np.ndarray, ptr: np.ndarray) -> np.ndarray:
     """Min-max scale scores within each graph, so models of different scales can be averaged."""
-    out = np.zeros(scores.size)
-    for g in range(ptr.size - 1):
-        s = scores[ptr[g]:ptr[g + 1]]
-        span = s.max() - s.min() if s.size else 0.0
-        out[ptr[g]:ptr[g + 1]] = (s - s.min()) / span if span > 0 else 0.0
-    return out
+    def scaled(s: np.ndarray) -> np.ndarray:
+        span = s.max() - s.min()
+        return (s - s.min()) / span if span > 0 else np.zeros(s.size)
+    return map_graphs(scaled, scores, ptr)
 
 
 def round_grid(total: int, points: int, also: int) -> list[int]:

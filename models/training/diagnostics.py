@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from features import FeatureSet
+from features.feature_set import graph_slices
 from features.schema import is_tile
 
 from models import metrics
@@ -53,8 +54,7 @@ class Stopwatch:
 def default_first_per_graph(data: FeatureSet, is_default: np.ndarray | None) -> np.ndarray:
     """(n_graphs,) score of 'compiler default first' (module docstring); NaN if not known."""
     if is_tile(data.collection):
-        return np.array([2.0 - 1.0 / data.runtime[data.ptr[g]:data.ptr[g + 1]].min()
-                         for g in range(data.n_graphs)])
+        return np.array([2.0 - 1.0 / data.runtime[rows].min() for rows in graph_slices(data.ptr)])
     if is_default is None:
         return np.full(data.n_graphs, np.nan)
     # Higher = predicted faster: defaults above everything, then earlier in the file first.

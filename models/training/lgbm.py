@@ -9,7 +9,6 @@ early stopping watches the competition metric, not NDCG, on the graphs `fit` is 
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,8 +29,8 @@ from .base import (MAX_LGBM_GROUP, read_params, round_grid, runtime_to_grade, sp
 class TreeParams:
     """Settings every LightGBM objective here shares."""
 
-    n_estimators: int = 300         # at learning_rate 0.1: the settings every dev CV ran at
-    learning_rate: float = 0.1      # (models/defaults_cv.json); 0.05 x 600 was never measured
+    n_estimators: int = 300         # the settings every dev CV ran at (models/records/)
+    learning_rate: float = 0.1
     num_leaves: int = 31
     min_data_in_leaf: int = 20
     feature_fraction: float = 0.7
@@ -75,38 +74,19 @@ class RegressionParams(TreeParams):
     """Pointwise L2 on within-graph standardised log runtime: no extra settings."""
 
 
-# Settings per collection kind: layout is scored on the whole order, tile on its top 5.
-# On the generated sample, 500-row groups matched 2,000-row ones at about half the time,
-# 64 grades matched 31, and truncating at 100 instead of the whole list lost 0.03-0.17 tau.
-# Checked on ../shared/tpugraphs_dev; every run, its numbers and command: models/defaults_cv.json.
-# Layout, by leave-family-out CV (`train --folds 5 --collections <4 layout>`, seed 0): these
-# defaults, 3 seeds on the current features (r08): CV 0.470 / 0.882 / 0.456 / 0.855 (xla default,
-# xla random, nlp default, nlp random), mean 0.666. min_data_in_leaf=100 + feature_fraction=0.4
-# (r06): 0.469 / 0.882 / 0.451 / 0.853, mean 0.664, in about two thirds of the time on the old
-# features (r02); kept out of layout, whose training time is mostly LambdaRank's pairs.
-# Tile (no families to fold: the 200 valid kernels, r11-r12): those two settings scored 0.997
-# against 0.996 for the old defaults (0.05 x 600 rounds) in 58 s instead of 163 s, so tile has them.
-# Layout sub-groups of 125 rows instead of 500 (r19 against r08's seed 0; r17, r20: 250 and 64):
-# CV 0.470 / 0.884 / 0.456 / 0.855, mean 0.666, the same, at about half the cost per row and
-# round (every pair of a sub-group is weighed, so a row's pairs shrink with it). Truncating the
-# list at 100 instead (r18) lost 0.07 CV: Kendall's tau counts every pair. Tile is scored on its
-# top 5 only: truncating at 10 instead of 20 scored 0.9970 / 0.9969 / 0.9967 against 0.9968 /
-# 0.9963 / 0.9966 (seeds 0-2) with a round about a quarter cheaper (0.19 against 0.26 s).
+# Per collection kind: layout is scored on the whole order (every pair counts: linear gains, no
+# truncation, small sub-groups keep the pairs cheap), tile on its top 5. Chosen by family CV on
+# the dev set; the runs and their numbers are in models/records/.
 LAMBDARANK_DEFAULTS = {
     "layout": LambdaRankParams(n_grades=64, max_group_size=125),
     "tile": LambdaRankParams(gain="exponential", truncation_level=10, min_data_in_leaf=100,
                              feature_fraction=0.4),
 }
-# Same CV (models/defaults_cv.json): regression, these defaults, 3 seeds (r10): 0.471 / 0.889 /
-# 0.440 / 0.856, mean 0.664, a tie with LambdaRank, in 418 s of training against its 2,161 s
-# (two sessions apart, so only roughly comparable).
 REGRESSION_DEFAULTS = {"layout": RegressionParams(), "tile": RegressionParams()}
 
 
-# Column-wise histograms: LightGBM builds them for the features a tree samples only. Against
-# force_row_wise (2 threads, 60-100 rounds): 20% less time per round on dev layout rows, 10% on
-# dev tile rows, the same on bench's generated tile rows; predictions equal to 1e-13 (the order
-# histogram sums are added in), and dev tile valid scores equal graph by graph.
+# Column-wise histograms: built only for the features a tree samples (10-20% less per round on
+# dev rows, models/records/).
 def _common(p) -> dict:
     return {"learning_rate": p.learning_rate, "num_leaves": p.num_leaves,
             "min_data_in_leaf": p.min_data_in_leaf, "feature_fraction": p.feature_fraction,
@@ -243,10 +223,3 @@ def safe_names(columns) -> list[str]:
     # LightGBM rejects JSON special characters in feature names.
     return [c.replace(".", "__") for c in columns]
 
-
-def dump_importance(model: _LightGBMRanker, path: Path, top: int = 30) -> None:
-    """Gain importance of the top features, for the run's record."""
-    gain = model.booster_.feature_importance("gain")
-    names = model.booster_.feature_name()
-    order = np.argsort(-gain)[:top]
-    path.write_text(json.dumps({names[i]: float(gain[i]) for i in order}, indent=1))

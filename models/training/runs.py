@@ -18,7 +18,7 @@ import numpy as np
 import xgboost
 
 from features import FeatureSet, load_entry
-from features.table import FEATURE_FAMILIES
+from features.feature_set import FEATURE_FAMILIES
 from features.cache import atomic_dir, fingerprint, source_digest
 from features.io import collection_dir
 from features.settings import at_least

@@ -80,29 +80,13 @@ def fit_family_stopped(cls, params, train: FeatureSet, fit_final=None):
     return model
 
 
-# _graph_rows and _rows_as repeat what FeatureSet.take_graphs does, with X given: take_graphs
-# lives in features/table.py, whose every edit changes the feature signature.
-def _graph_rows(data: FeatureSet, graphs: np.ndarray) -> np.ndarray:
-    return np.concatenate([np.arange(data.ptr[g], data.ptr[g + 1]) for g in graphs]
-                          + [np.zeros(0, np.int64)])
-
-
-def _rows_as(data: FeatureSet, graphs: np.ndarray, rows: np.ndarray, X: np.ndarray):
-    """data.take_graphs(graphs), whose rows are `rows`, with X given (a view) instead of copied."""
-    return FeatureSet(X=X, runtime=data.runtime[rows], config_idx=data.config_idx[rows],
-                      dup_count=data.dup_count[rows],
-                      ptr=np.concatenate([[0], np.cumsum(data.group_sizes[graphs])]),
-                      graph_ids=tuple(data.graph_ids[g] for g in graphs),
-                      collection=data.collection, columns=data.columns, meta=data.meta)
-
-
 @contextmanager
 def fit_and_watched(train: FeatureSet, fit_idx: np.ndarray, watch_idx: np.ndarray):
     """(train.take_graphs(fit_idx), train.take_graphs(watch_idx)) as views of train.X, its rows
     moved in place for the block (models/training/row_order.py): no copy of the train matrix. The two
     must hold every graph between them; after the block the views see train's own order."""
-    fit_rows, watch_rows = _graph_rows(train, fit_idx), _graph_rows(train, watch_idx)
+    fit_rows, watch_rows = train.graph_rows(fit_idx), train.graph_rows(watch_idx)
     with rows_in_order(train.X, np.concatenate([fit_rows, watch_rows])) as X:
         n = fit_rows.size
-        yield (_rows_as(train, fit_idx, fit_rows, X[:n]),
-               _rows_as(train, watch_idx, watch_rows, X[n:n + watch_rows.size]))
+        yield (train.take_graphs(fit_idx, X[:n]),
+               train.take_graphs(watch_idx, X[n:n + watch_rows.size]))

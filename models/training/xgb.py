@@ -42,9 +42,7 @@ class XGBoostParams:
         fractions(self, "subsample", "colsample_bytree")
 
 
-# Leave-family-out CV on the dev layout collections (models/defaults_cv.json): these defaults,
-# 3 seeds on the current features (r09), 0.459 / 0.882 / 0.450 / 0.853, mean 0.661, 0.005 below
-# LambdaRank (r08); colsample_bytree=0.4 on the old features (r04) was lower on all four.
+# Family CV on the dev layout collections: 0.005 below LambdaRank's (models/records/).
 XGBOOST_DEFAULTS = {"layout": XGBoostParams(), "tile": XGBoostParams()}
 
 
