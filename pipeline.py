@@ -75,7 +75,8 @@ def cmd_build_features(args) -> int:
 def cmd_train(args) -> int:
     """Train one ranker per collection and print the validation table."""
     from models.training import RANKERS
-    from models.training.runs import RUN_SET_PARAMS, TrainConfig, format_table, train_run
+    from models.training.run_files import format_table
+    from models.training.runs import RUN_SET_PARAMS, TrainConfig, train_run
     fcfg = _feature_config(args)
     cfg = TrainConfig(ranker=args.ranker, seeds=args.seeds, seed=args.seed, folds=args.folds,
                       overrides=parse_overrides(RANKERS[args.ranker][0].params_cls, args.set,
@@ -124,7 +125,7 @@ def cmd_submit(args) -> int:
 def cmd_rank(args) -> int:
     """Rank the configs of one npz file (config_runtime optional) with a trained run."""
     from models.api import CostModel, format_ranking
-    from models.training.runs import latest_run
+    from models.training.run_files import latest_run
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
     ranking = CostModel.load(run_dir).rank_file(args.file, collection=args.collection)
     print(format_ranking(ranking, top=args.top, as_json=args.json))
@@ -134,7 +135,7 @@ def cmd_rank(args) -> int:
 def cmd_report(args) -> int:
     """Write an HTML report (validation per graph, features, rounds, timings) of a trained run."""
     from models.reporting.report import write_report
-    from models.training.runs import latest_run
+    from models.training.run_files import latest_run
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
     print(f"wrote {write_report(run_dir, args.out)}")
     return 0
@@ -300,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"ended early")
         return args.func(args)
     except (features.DataFormatError, StaleRunError, FileNotFoundError,
-            ValueError) as exc:   # ValueError covers models.submission.SubmissionError
+            ValueError) as exc:   # ValueError covers models.serving.submission.SubmissionError
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading

@@ -26,12 +26,13 @@ import socket
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 
 import numba
 import numpy as np
 import polars as pl
+
+from .schema import collection_slug
 
 SCHEMA = 1  # bump when the on-disk format of an entry changes
 FEATURES_DIR = Path(__file__).resolve().parent
@@ -85,7 +86,7 @@ def bench_root(cache_root: Path) -> Path:
 
 
 def _slug(collection: str, split: str) -> str:
-    return f"{collection.replace(':', '-')}-{split}"
+    return f"{collection_slug(collection)}-{split}"
 
 
 def unit_dir(cache_root: Path, collection: str, split: str, signature: str) -> Path:

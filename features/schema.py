@@ -21,3 +21,8 @@ def collection_kind(collection: str) -> str:
 
 def is_tile(collection: str) -> bool:
     return collection_kind(collection) == "tile"
+
+
+def collection_slug(collection: str) -> str:
+    """A collection's name in file and directory names: 'layout:xla:random' -> 'layout-xla-random'."""
+    return collection.replace(":", "-")

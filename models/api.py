@@ -5,7 +5,7 @@
                          node_splits=..., node_config_feat=candidates)     # (c, nc, 18)
     ranking.order[:10]      # candidate indices, predicted fastest first
 
-Features and models are exactly `submit`'s (features.table.graph_table, models.predict), so a
+Features and models are exactly `submit`'s (features.table.graph_table, models.serving.predict), so a
 test file ranks identically through either. An autotuner asks again and again about one graph
 with new candidates, so what depends only on the graph is computed once and kept, keyed by the
 graph's content (features.table.static_key), for the last `cache_size` graphs.
@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 
-import features
 from features import COLLECTIONS, FeatureConfig, Graph
 from features.candidates import (candidate_kind, candidate_rows, collection_from_path,
                                  graph_from_arrays, npz_keys, read_candidates)
@@ -28,7 +27,7 @@ from features.table import GraphStatic, graph_static, static_key
 
 from .metrics import TILE_TOP_K, predicted_order
 from .serving.predict import StaleRunError, check_signature, collection_models, read_run
-from .training.runs import ensemble_scores
+from .training.run_files import ensemble_scores
 
 # A layout graph outside the TpuGraphs tree gets the random-search model: random search covers
 # the config space evenly, as an autotuner's proposals do, where the genetic 'default' search

@@ -20,7 +20,7 @@ from features import dask_build  # noqa: E402
 from features.io import list_npz  # noqa: E402
 from models import metrics  # noqa: E402
 from models.training.dask_train import partition_bounds  # noqa: E402
-from models.training.runs import load_models  # noqa: E402
+from models.training.run_files import load_models  # noqa: E402
 
 from .conftest import QUICK  # noqa: E402
 

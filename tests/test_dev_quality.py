@@ -16,7 +16,8 @@ import pytest
 import features
 from features import FeatureConfig
 from models import metrics
-from models.training.runs import TrainConfig, ensemble_scores, fit_seeds
+from models.training.runs import TrainConfig, fit_seeds
+from models.training.run_files import ensemble_scores
 
 DEV = Path(os.environ.get("TPUGRAPHS_DEV",
                           Path(__file__).resolve().parents[2] / "shared" / "tpugraphs_dev"))

@@ -144,7 +144,8 @@ def _with_unscorable_graphs(rng, collection):
 
 @pytest.mark.parametrize("collection", ["layout:xla:random", "tile:xla"])
 def test_unscorable_graphs_are_listed_and_counted_apart(rng, tmp_path, collection):
-    from models.training.runs import TrainConfig, format_table, train_run
+    from models.training.run_files import format_table
+    from models.training.runs import TrainConfig, train_run
 
     train, valid = make_ranking(rng, [150] * 4, collection=collection), \
         _with_unscorable_graphs(rng, collection)

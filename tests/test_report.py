@@ -16,6 +16,7 @@ import features
 import pipeline
 from features import FeatureConfig, FeatureSet
 from features.io import list_npz
+from features.schema import collection_slug
 from models.training import RANKERS, diagnostics
 from models import metrics
 from models.training.base import apply_overrides
@@ -126,7 +127,7 @@ def test_tile_rows_are_never_default(trained, tiny_npz):
 def test_history_and_gain_agree_with_the_saved_models(trained_run):
     record = json.loads((trained_run / "run.json").read_text())
     for collection, m in record["metrics"].items():
-        folder = trained_run / collection.replace(":", "-")
+        folder = trained_run / collection_slug(collection)
         diag = json.loads((folder / "diagnostics.json").read_text())
         h = diag["history"][0]
         at_best = h["score"][h["rounds"].index(h["best_iteration"])]

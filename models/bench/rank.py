@@ -36,7 +36,7 @@ from features.table import graph_static, static_key
 
 from models.api import CostModel
 from models.training.lgbm import LAMBDARANK_DEFAULTS, LambdaRank
-from models.training.runs import ensemble_scores
+from models.training.run_files import ensemble_scores
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 
 from features.cache import atomic_dir
-from features.schema import collection_kind
+from features.schema import collection_kind, collection_slug
 
 from models.training import diagnostics
 from . import figures
@@ -44,7 +44,7 @@ class Section:
 
 
 def gather(run_dir: Path, collection: str, summary: dict) -> Section:
-    preds, diag = diagnostics.read(Path(run_dir) / collection.replace(":", "-"))
+    preds, diag = diagnostics.read(Path(run_dir) / collection_slug(collection))
     ids = list(summary["per_graph"])
     default = summary.get("default_per_graph") or {}
     graphs = pl.DataFrame({
@@ -104,7 +104,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None) -> Path:
     sections = [gather(run_dir, c, m) for c, m in record["metrics"].items()]
     images = {"stage_times": figures.stage_times(stage_seconds(record))}
     for s in sections:
-        images.update({f"{s.collection.replace(':', '-')}-{k}": png
+        images.update({f"{collection_slug(s.collection)}-{k}": png
                        for k, png in section_figures(s).items()})
     with atomic_dir(out_dir) as tmp:
         for name, png in images.items():
@@ -168,7 +168,7 @@ def _summary_table(sections: list[Section]) -> str:
 
 
 def _section_html(s: Section, images: dict) -> list[str]:
-    key = s.collection.replace(":", "-")
+    key = collection_slug(s.collection)
     g = s.graphs
     out = [f"<h2 id='{s.collection}'>{s.collection}</h2>",
            f"<p>{g.height} validation graphs, {int(g['failing'].sum())} failing; "

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from features import DataSource, FeatureConfig, FeatureSet, feature_signature
+from features.schema import collection_slug
 
-from models.training.runs import ensemble_scores, load_models
+from models.training.run_files import ensemble_scores, load_models
 from .submission import SubmissionError, check_rows, to_rows
 
 MAX_LISTED_RUNS = 3
@@ -80,7 +81,7 @@ def _newest_fit(runs, runs_root: Path, c: str, source: DataSource,
 def unfit(record: dict, run_dir: Path, c: str, source: DataSource,
           allow_other_data: bool) -> str:
     """Why the run cannot serve collection c, or "" if it can."""
-    if c not in record.get("metrics", {}) or not (Path(run_dir) / c.replace(":", "-")).is_dir():
+    if c not in record.get("metrics", {}) or not (Path(run_dir) / collection_slug(c)).is_dir():
         return f"no model for {c}"
     stale = stale_reason(record)
     if stale:

@@ -23,18 +23,18 @@ from features.cache import atomic_dir, fingerprint, source_digest
 from features.io import collection_dir
 from features.settings import at_least
 
-from features.schema import collection_kind
+from features.schema import collection_kind, collection_slug
 
 from . import RANKERS, diagnostics
 from models import metrics
-from .base import apply_overrides, normalize_per_graph
+from .base import apply_overrides
+from .run_files import ensemble_scores, mean_normalized
 from .selection import family_folds, fit_family_stopped
 
 MODELS_DIR = Path(__file__).resolve().parent
 N_RANDOM_ORDERS = 5
 # Ranker parameters a run sets itself, so an override of them would be ignored: -> the option.
 RUN_SET_PARAMS = {"seed": "--seed"}
-MAX_LISTED_GRAPHS = 10
 # A split's rows, or the cache entry they are loaded from when training needs them, so `train`
 # holds one collection's matrices at a time instead of every collection's.
 Split = FeatureSet | Path
@@ -141,16 +141,6 @@ def fit_seeds(cfg: TrainConfig, train: FeatureSet, fit_final=None):
     params = cfg.params_for(train.collection)
     return [fit_family_stopped(cls, replace(params, seed=cfg.seed + i), train, fit_final)
             for i in range(cfg.seeds)]
-
-
-def ensemble_scores(models, data: FeatureSet) -> np.ndarray:
-    """Mean of per-graph min-max normalised scores (higher = faster)."""
-    return mean_normalized([m.predict(data) for m in models], data.ptr)
-
-
-def mean_normalized(per_model: list[np.ndarray], ptr: np.ndarray) -> np.ndarray:
-    """The ensemble of ensemble_scores from each model's own scores."""
-    return np.mean([normalize_per_graph(s, ptr) for s in per_model], axis=0)
 
 
 def cross_validate(cfg: TrainConfig, train: FeatureSet, fit_final=None) -> float:
@@ -276,7 +266,7 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
         results = {}
         for collection, (train, valid) in data.items():
             results[collection] = train_collection(cfg, train, valid,
-                                                   tmp / collection.replace(":", "-"),
+                                                   tmp / collection_slug(collection),
                                                    (default_rows or {}).get(collection),
                                                    fit_final, log)
         record = _run_record(cfg, results, keys, {**feature_info,
@@ -314,42 +304,3 @@ def _git_describe() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None
-
-
-def format_table(record: dict) -> str:
-    """Per-collection validation table: graphs scored and unscored, mean, per-graph min/max,
-    seed spread, random order; then the unscored graphs and any warning."""
-    head = (f"{'collection':<20} {'scored':>6} {'unscrd':>6} {'mean':>7} {'min':>7} {'max':>7} "
-            f"{'seed sd':>7} {'random':>7} {'cv':>7} {'sec':>6}")
-    lines = [head, "-" * len(head)]
-    for c, m in record["metrics"].items():
-        cells = [m["mean"], m["min"], m["max"], m["seed_std"], m["random_mean"], m["cv_mean"]]
-        unscored = len(m.get("unscored", []))   # older run.json files lack the split
-        lines.append(f"{c:<20} {len(m['per_graph']) - unscored:>6} {unscored:>6} "
-                     + " ".join(f"{x:>7.3f}" if x is not None else f"{'-':>7}" for x in cells)
-                     + f" {m['seconds']:>6.1f}")
-    scored = record.get("final_collections", list(record["metrics"]))
-    final = f"{record['final']:.4f}" if record["final"] is not None else "-"
-    lines.append(f"{f'final (mean of {len(scored)} collections)':<34} {final}")
-    for c, m in record["metrics"].items():
-        if m.get("unscored"):
-            shown = ", ".join(m["unscored"][:MAX_LISTED_GRAPHS])
-            more = len(m["unscored"]) - MAX_LISTED_GRAPHS
-            lines.append(f"unscored in {c} (one config or equal runtimes, not in the mean): "
-                         f"{shown}" + (f" and {more} more" if more > 0 else ""))
-    lines += [f"warning: {w}" for w in record.get("warnings", [])]
-    return "\n".join(lines)
-
-
-def latest_run(runs_root: Path) -> Path:
-    runs = sorted(Path(runs_root).glob("*/run.json"), key=lambda p: p.stat().st_mtime)
-    if not runs:
-        raise FileNotFoundError(f"no trained run under {runs_root}; run `pipeline.py train` first")
-    return runs[-1].parent
-
-
-def load_models(run_dir: Path, collection: str) -> list:
-    record = json.loads((Path(run_dir) / "run.json").read_text())
-    cls, _ = RANKERS[record["ranker"]]
-    seed_dirs = sorted((Path(run_dir) / collection.replace(":", "-")).glob("seed-*"))
-    return [cls.load(d) for d in seed_dirs]

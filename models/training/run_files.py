@@ -1,0 +1,69 @@
+"""A trained run read back: the newest run directory, a collection's models, their ensemble,
+the validation table `train` prints.
+
+A run directory holds run.json and, per collection (features.schema.collection_slug), one
+seed-* directory per model in the ranker's native format (models/training/runs.py writes them).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from features import FeatureSet
+from features.schema import collection_slug
+
+from . import RANKERS
+from .base import normalize_per_graph
+
+MAX_LISTED_GRAPHS = 10
+
+
+def latest_run(runs_root: Path) -> Path:
+    runs = sorted(Path(runs_root).glob("*/run.json"), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise FileNotFoundError(f"no trained run under {runs_root}; run `pipeline.py train` first")
+    return runs[-1].parent
+
+
+def load_models(run_dir: Path, collection: str) -> list:
+    record = json.loads((Path(run_dir) / "run.json").read_text())
+    cls, _ = RANKERS[record["ranker"]]
+    seed_dirs = sorted((Path(run_dir) / collection_slug(collection)).glob("seed-*"))
+    return [cls.load(d) for d in seed_dirs]
+
+
+def ensemble_scores(models, data: FeatureSet) -> np.ndarray:
+    """Mean of per-graph min-max normalised scores (higher = faster)."""
+    return mean_normalized([m.predict(data) for m in models], data.ptr)
+
+
+def mean_normalized(per_model: list[np.ndarray], ptr: np.ndarray) -> np.ndarray:
+    """The ensemble of ensemble_scores from each model's own scores."""
+    return np.mean([normalize_per_graph(s, ptr) for s in per_model], axis=0)
+
+
+def format_table(record: dict) -> str:
+    """Per-collection validation table: graphs scored and unscored, mean, per-graph min/max,
+    seed spread, random order; then the unscored graphs and any warning."""
+    head = (f"{'collection':<20} {'scored':>6} {'unscrd':>6} {'mean':>7} {'min':>7} {'max':>7} "
+            f"{'seed sd':>7} {'random':>7} {'cv':>7} {'sec':>6}")
+    lines = [head, "-" * len(head)]
+    for c, m in record["metrics"].items():
+        cells = [m["mean"], m["min"], m["max"], m["seed_std"], m["random_mean"], m["cv_mean"]]
+        unscored = len(m.get("unscored", []))   # older run.json files lack the split
+        lines.append(f"{c:<20} {len(m['per_graph']) - unscored:>6} {unscored:>6} "
+                     + " ".join(f"{x:>7.3f}" if x is not None else f"{'-':>7}" for x in cells)
+                     + f" {m['seconds']:>6.1f}")
+    scored = record.get("final_collections", list(record["metrics"]))
+    final = f"{record['final']:.4f}" if record["final"] is not None else "-"
+    lines.append(f"{f'final (mean of {len(scored)} collections)':<34} {final}")
+    for c, m in record["metrics"].items():
+        if m.get("unscored"):
+            shown = ", ".join(m["unscored"][:MAX_LISTED_GRAPHS])
+            more = len(m["unscored"]) - MAX_LISTED_GRAPHS
+            lines.append(f"unscored in {c} (one config or equal runtimes, not in the mean): "
+                         f"{shown}" + (f" and {more} more" if more > 0 else ""))
+    lines += [f"warning: {w}" for w in record.get("warnings", [])]
+    return "\n".join(lines)
