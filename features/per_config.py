@@ -17,6 +17,8 @@ from . import kernels as K
 from .io import Graph
 from .per_graph import element_bytes, ranks, signed_log
 from .rows import graph_rng
+from .schema import (IS_ROOT, LAYOUT, SHAPE_DIMS, SHAPE_PRODUCT, TILE_MINOR, TILE_SECOND_MINOR,
+                     tiled_extent)
 
 ROLE_NAMES = ("batch", "contracting", "free", "spatial")
 NODE_QUANTITIES = (
@@ -51,7 +53,7 @@ assert len(ROLE_NAMES) == R.N_ROLES == K.N_ROLES
 
 def default_layouts(node_feat: np.ndarray) -> np.ndarray:
     """(n, 6) int64 layout_minor_to_major with the 0-padding beyond each rank turned into -1."""
-    layout = node_feat[:, 134:140].astype(np.int64)
+    layout = node_feat[:, LAYOUT].astype(np.int64)
     layout[np.arange(6)[None, :] >= ranks(node_feat)[:, None]] = -1
     return layout
 
@@ -59,7 +61,8 @@ def default_layouts(node_feat: np.ndarray) -> np.ndarray:
 def padded_shapes(node_feat: np.ndarray) -> np.ndarray:
     """(n, 7) float64 shape dims with absent dims (and the 7th, read by index -1) set to 1."""
     dims = np.ones((node_feat.shape[0], 7))
-    dims[:, :6] = np.where(node_feat[:, 21:27] > 0, node_feat[:, 21:27], 1.0)
+    shape = node_feat[:, SHAPE_DIMS]
+    dims[:, :6] = np.where(shape > 0, shape, 1.0)
     return dims
 
 
@@ -135,7 +138,7 @@ def layout_static(g: Graph) -> LayoutStatic:
     si[:, K.S_GROUP] = [GROUP_OF_OPCODE.get(int(o), 3) for o in g.node_opcode[ids]]
     for t, col in enumerate((K.S_RANK_OUT, K.S_RANK_IN, K.S_RANK_KER)):
         si[:, col] = np.where(nodes[:, t] >= 0, rank[nodes[:, t]], 0)
-    vol, eb = nf[:, 28].astype(np.float64), element_bytes(nf)
+    vol, eb = nf[:, SHAPE_PRODUCT].astype(np.float64), element_bytes(nf)
     sf = np.zeros((nc, K.N_STATIC_F))
     for t, col in enumerate((K.F_VOL_OUT, K.F_VOL_IN, K.F_VOL_KER)):
         sf[:, col] = np.where(nodes[:, t] >= 0, vol[nodes[:, t]], 0.0)
@@ -168,10 +171,10 @@ def chain_bytes(g: Graph, src: np.ndarray, pos: dict[int, int], node_bytes: np.n
 
 
 def pad_tables(dims: np.ndarray) -> np.ndarray:
-    """(nc, 3, 7, 7) padded / true size for every (minor dim, 2nd-minor dim) choice: the minor
-    dim rounded up to 128, the 2nd-minor to 8; 2nd-minor index 6 means none (rank 1)."""
-    minor = np.ceil(dims / 128) * 128 / dims               # (nc, 3, 7)
-    second = np.ceil(dims / 8) * 8 / dims
+    """(nc, 3, 7, 7) padded / true size for every (minor dim, 2nd-minor dim) choice, in 8x128
+    tiles (schema.tiled_extent); 2nd-minor index 6 means none (rank 1)."""
+    minor = tiled_extent(dims, TILE_MINOR) / dims               # (nc, 3, 7)
+    second = tiled_extent(dims, TILE_SECOND_MINOR) / dims
     second[..., 6] = 1.0
     return np.ascontiguousarray(minor[..., :, None] * second[..., None, :])
 
@@ -302,7 +305,7 @@ def layout_basic(g: Graph, rows: np.ndarray, *, chunk: int, seed: int = 0) -> tu
 
 def tile_root(g: Graph) -> int:
     """The kernel's output node: the last node flagged is_root, else the last node."""
-    roots = np.flatnonzero(g.node_feat[:, 0] > 0)
+    roots = np.flatnonzero(g.node_feat[:, IS_ROOT] > 0)
     return int(roots[-1]) if roots.size else g.node_feat.shape[0] - 1
 
 
@@ -337,9 +340,9 @@ def tile_full(g: Graph, rows: np.ndarray, *, chunk: int = 0, seed: int = 0) -> t
     tiles = np.ceil(shape / ob)
     padded = ob.copy()
     if rank > 0:
-        padded[:, layout[0]] = np.ceil(padded[:, layout[0]] / 128) * 128
+        padded[:, layout[0]] = tiled_extent(padded[:, layout[0]], TILE_MINOR)
     if rank > 1:
-        padded[:, layout[1]] = np.ceil(padded[:, layout[1]] / 8) * 8
+        padded[:, layout[1]] = tiled_extent(padded[:, layout[1]], TILE_SECOND_MINOR)
     eb = element_bytes(g.node_feat)[root]
     tile_elems, padded_elems = ob.prod(axis=1), padded.prod(axis=1)
     total_tiles = tiles.prod(axis=1)
@@ -355,7 +358,7 @@ def tile_full(g: Graph, rows: np.ndarray, *, chunk: int = 0, seed: int = 0) -> t
             waste[:, None], np.log2(padded_elems * eb)[:, None],
             np.log2(tile_elems / shape[:max(rank, 1)].prod())[:, None],
             np.log2(ktiles)[:, None], np.log2(minor)[:, None], np.log2(second)[:, None],
-            (minor % 128 == 0)[:, None], np.log2(total_tiles * ktiles)[:, None],
+            (minor % TILE_MINOR == 0)[:, None], np.log2(total_tiles * ktiles)[:, None],
             dom[None, :] * np.log2(total_tiles * ktiles)[:, None], dom[None, :] * waste[:, None]]
     names = [f"cfg.log2_{i}" for i in range(24)] + [f"cfg.log2_tiles_dim{d}" for d in range(6)]
     names += ["cfg.log2_total_tiles", "cfg.log2_pad_waste", "cfg.log2_padded_tile_bytes",
