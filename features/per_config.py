@@ -37,10 +37,9 @@ NODE_QUANTITIES = _kernel_quantities() + tuple(
     for r in ROLE_NAMES)
 BYTE_QUANTITIES = tuple(i for i, n in enumerate(NODE_QUANTITIES) if n.endswith("bytes"))
 # Estimated memory traffic of a config: padded tensors plus every copy a layout change implies.
-TRAFFIC_QUANTITIES = tuple(NODE_QUANTITIES.index(n) for n in (
-    "tiled_bytes", "in_copy_bytes", "ker_copy_bytes", "user_copy_bytes", "output_copy_bytes",
-    "reshape_copy_bytes"))
-CHAIN_TILED = NODE_QUANTITIES.index("chain_tiled_bytes")
+TRAFFIC_QUANTITIES = (K.Q_TILED_BYTES, K.Q_IN_COPY_BYTES, K.Q_KER_COPY_BYTES, K.Q_USER_COPY_BYTES,
+                      K.Q_OUTPUT_COPY_BYTES, K.Q_RESHAPE_COPY_BYTES)
+CHAIN_TILED = K.Q_CHAIN_TILED_BYTES
 GROUPS = ("all", "conv", "dot", "reshape")
 GROUP_OF_OPCODE = {26: 0, 34: 1, 75: 2}
 # Within-graph statistics (z-scores, value frequencies) come from this many configs drawn
