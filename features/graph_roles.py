@@ -22,6 +22,9 @@ import numpy as np
 from . import kernels
 from .io import Graph
 from .per_graph import OPCODE_GROUPS, ranks
+from .schema import (CONV_INPUT_BATCH, CONV_INPUT_FEATURE, CONV_KERNEL_INPUT_FEATURE,
+                     CONV_KERNEL_OUTPUT_FEATURE, CONV_KERNEL_SPATIAL, CONV_OUTPUT_BATCH,
+                     CONV_OUTPUT_FEATURE, IS_ROOT, PARAMETER_NUMBER, SHAPE_DIMS, WINDOW_SIZE)
 
 CONV, DOT, RESHAPE, PARAMETER = 26, 34, 75, 63
 # Ops whose output takes its operand's layout when shapes agree (XLA propagates layouts through
@@ -45,18 +48,18 @@ class Edges(NamedTuple):
 
 def shape_of(node_feat: np.ndarray, v: int) -> tuple[int, ...]:
     r = int(ranks(node_feat[v:v + 1])[0])
-    return tuple(int(d) for d in node_feat[v, 21:21 + r])
+    return tuple(int(d) for d in node_feat[v, SHAPE_DIMS][:r])
 
 
 def node_shapes(node_feat: np.ndarray) -> list[tuple[int, ...]]:
-    dims = node_feat[:, 21:27].astype(np.int64).tolist()
+    dims = node_feat[:, SHAPE_DIMS].astype(np.int64).tolist()
     return [tuple(d[:r]) for d, r in zip(dims, ranks(node_feat).tolist())]
 
 
 def split_edges(g: Graph) -> Edges:
     """Data edges apart from caller -> called-root edges; called parameters mapped to operands."""
     n = g.node_feat.shape[0]
-    is_root = g.node_feat[:, 0] > 0
+    is_root = g.node_feat[:, IS_ROOT] > 0
     operands, users = [[] for _ in range(n)], [[] for _ in range(n)]
     calls: list[tuple[int, int]] = []
     for u, v in g.edge_index:
@@ -94,7 +97,7 @@ def _param_sources(g: Graph, operands, calls, shapes) -> dict[int, int]:
         params = [v for v in range(lo, root + 1) if g.node_opcode[v] == PARAMETER
                   and (v in seen or not has_edge[v])]
         free = list(operands[caller])
-        for p in sorted(params, key=lambda p: g.node_feat[p, 30]):
+        for p in sorted(params, key=lambda p: g.node_feat[p, PARAMETER_NUMBER]):
             match = [o for o in free if shapes[o] == shapes[p]]
             if match:
                 out[p] = match[0]
@@ -136,7 +139,7 @@ def chain_ends(g: Graph, edges: Edges, src: np.ndarray, v: int, config_pos: dict
     stack, seen = [v], {v}
     while stack:
         x = stack.pop()
-        if g.node_feat[x, 0] > 0 and x != v:
+        if g.node_feat[x, IS_ROOT] > 0 and x != v:
             to_output = True
         if not edges.users[x] and x != v:
             to_output = True
@@ -181,12 +184,13 @@ def conv_operands(nf: np.ndarray, v: int, ops: list[int]) -> tuple[int, int]:
 
     def kernel_score(w: int) -> int:
         s = shape_of(nf, w)
-        spatial = [int(d) for d in nf[v, 101:105] if int(d) < len(s)]
-        win = [int(x) for x in nf[v, 37:37 + len(spatial)]]
+        spatial = [int(d) for d in nf[v, CONV_KERNEL_SPATIAL] if int(d) < len(s)]
+        win = [int(x) for x in nf[v, WINDOW_SIZE][:len(spatial)]]
         score = int(all(s[d] == x for d, x in zip(spatial, win)))
-        o_dim, of_dim = int(nf[v, 100]), int(nf[v, 106])
+        o_dim = int(nf[v, CONV_KERNEL_OUTPUT_FEATURE])
+        of_dim = int(nf[v, CONV_OUTPUT_FEATURE])
         score += int(o_dim < len(s) and of_dim < len(out) and s[o_dim] == out[of_dim])
-        b_in, b_out = int(nf[v, 93]), int(nf[v, 105])
+        b_in, b_out = int(nf[v, CONV_INPUT_BATCH]), int(nf[v, CONV_OUTPUT_BATCH])
         score -= int(b_in < len(s) and b_out < len(out) and s[b_in] == out[b_out]
                      and out[b_out] > 1)
         return score
@@ -250,6 +254,7 @@ def conv_roles(nf: np.ndarray, v: int, in_rank: int, ker_rank: int, out_rank: in
             if 0 <= dim < rank:
                 r[dim] = role
         return tuple(r)
-    return (roles(in_rank, ((f[93], BATCH), (f[94], CONTRACTING))),
-            roles(ker_rank, ((f[99], CONTRACTING), (f[100], FREE))),
-            roles(out_rank, ((f[105], BATCH), (f[106], FREE))))
+    return (roles(in_rank, ((f[CONV_INPUT_BATCH], BATCH), (f[CONV_INPUT_FEATURE], CONTRACTING))),
+            roles(ker_rank, ((f[CONV_KERNEL_INPUT_FEATURE], CONTRACTING),
+                             (f[CONV_KERNEL_OUTPUT_FEATURE], FREE))),
+            roles(out_rank, ((f[CONV_OUTPUT_BATCH], BATCH), (f[CONV_OUTPUT_FEATURE], FREE))))

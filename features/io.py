@@ -16,9 +16,8 @@ import numpy as np
 
 from . import kernels
 from .inflate import PIECE_BYTES, MemberReader
-from .schema import COLLECTIONS, SPLITS, is_tile
+from .schema import COLLECTIONS, LAYOUT, MAX_DIM_INDEX, N_NODE_FEAT, SPLITS, is_tile
 
-N_NODE_FEAT = 140
 N_TILE_CONFIG_FEAT = 24
 N_LAYOUT_CONFIG_FEAT = 18
 MAX_OPCODE = 120
@@ -27,11 +26,6 @@ MAX_OPCODE = 120
 # seen ~3e9; section 2.2: tile sizes, their sums and products), so finite values below 2**63 in
 # magnitude are all the format can carry; tile sizes are never negative (unused slots are 0).
 MAX_ABS_VALUE = 2.0**63
-# node_feat 134..139 are layout_minor_to_major: dimension indices, 0-padded (section 4.3). A
-# dimension index takes only 0..5 (six slots; section 3.2 finds -1..5 for the same quantity in
-# node_config_feat), and the feature kernels index by them.
-LAYOUT_COLUMNS = (134, 140)
-MAX_DIM_INDEX = 5
 DEFAULT_DATA_DIR = Path("~/data/tpugraphs")
 # Configs are decompressed and featurized in chunks of about this many megabytes of
 # node_config_feat as float32: a count of configs would be ~0.9 GB at 4,096 configs x 3,000
@@ -478,9 +472,9 @@ def _validate(g: Graph) -> Graph:
     node_feat = _as_float(g.node_feat, p, "node_feat")
     _expect(node_feat.ndim == 2 and node_feat.shape[1] == N_NODE_FEAT and node_feat.shape[0] > 0,
             p, "node_feat", f"shape (n>0, {N_NODE_FEAT})", node_feat.shape)
-    _check_range(node_feat[:, slice(*LAYOUT_COLUMNS)], p, "node_feat", 0, MAX_DIM_INDEX + 1,
+    _check_range(node_feat[:, LAYOUT], p, "node_feat", 0, MAX_DIM_INDEX + 1,
                  f"layout_minor_to_major dimension indices in 0..{MAX_DIM_INDEX}",
-                 LAYOUT_COLUMNS[0])
+                 LAYOUT.start)
     n = node_feat.shape[0]
     opcode = _as_int(g.node_opcode, p, "node_opcode")
     _expect(opcode.shape == (n,), p, "node_opcode", f"shape ({n},)", opcode.shape)

@@ -5,7 +5,10 @@ They share one file because Numba's on-disk cache does not notice edits to funct
 other files; module-level integers below are compile-time constants of this same file.
 Helpers the layout kernel calls per (config, node), or per distinct node value, are inlined by
 Numba (inline='always'): as separate functions their calls made it about 4x slower (bench graph,
-1,000 configs x 600 nodes, one thread: 481-541 ms against 115-139 ms).
+1,000 configs x 600 nodes, one thread: 481-541 ms against 115-139 ms). That includes the steps
+of _node_quantities: called, not inlined, they made layout_full 1.7-2.5x slower (three dev xla
+graphs, 1,000 configs x ~2,000 nodes); helpers called once per node or per tile of nodes are not
+inlined, which keeps the kernel's compile shorter.
 """
 from __future__ import annotations
 
@@ -19,10 +22,20 @@ N_STATIC_INT = 11
 ANY_SOURCE = -2  # S_IN_POS / S_KER_POS of a source that takes any layout for free: no copy
 F_VOL_OUT, F_VOL_IN, F_VOL_KER, F_BYTES, F_CHAIN_BYTES = range(5)
 N_STATIC_F = 5
-# Per-(config, node) quantities the layout kernel aggregates; names in per_config.NODE_QUANTITIES.
+# Per-(config, node) quantities the layout kernel aggregates, in column order. per_config names
+# the features after them (Q_OUT_PAD_BYTES: 'out_pad_bytes'), so a new quantity is one name here
+# and the kernel line that adds it.
 N_BASE_QUANT = 33
+(Q_OUT_IS_DEFAULT, Q_IN_IS_DEFAULT, Q_KER_IS_DEFAULT, Q_OUT_ROW_MAJOR, Q_OUT_EQ_IN,
+ Q_OUT_CHANGED, Q_OUT_CHANGED_BYTES, Q_OUT_LOG2_PAD, Q_OUT_PAD_BYTES, Q_IN_LOG2_PAD,
+ Q_IN_PAD_BYTES, Q_KER_PAD_BYTES, Q_IN_COPY, Q_IN_COPY_BYTES, Q_KER_COPY, Q_KER_COPY_BYTES,
+ Q_USER_COPY, Q_USER_COPY_BYTES, Q_OUTPUT_COPY_BYTES, Q_SIBLING_MISMATCH, Q_SIBLING_BYTES,
+ Q_OUT_LOG2_MINOR, Q_OUT_LOG2_SECOND_MINOR, Q_IN_LOG2_MINOR, Q_OUT_MINOR_MULT128,
+ Q_RESHAPE_COPY, Q_RESHAPE_COPY_BYTES, Q_TILED_BYTES, Q_VALUE_FREQ, Q_DIFFERS_FROM_MODAL,
+ Q_LAYOUT_UNKNOWN, Q_CHAIN_PAD_BYTES, Q_CHAIN_TILED_BYTES) = range(N_BASE_QUANT)
 N_ROLES = 4                                  # graph_roles: batch, contracting, free, spatial
-Q_ROLES = N_BASE_QUANT                       # one-hot role of (tensor, minor / 2nd-minor) dim
+# Then a one-hot role per (tensor, minor / 2nd-minor dim): per_config.NODE_QUANTITIES names them
+ROLE_QUANT = N_BASE_QUANT
 N_QUANT = N_BASE_QUANT + 3 * 2 * N_ROLES
 N_GROUPS = 4  # all, conv, dot, reshape
 
@@ -401,7 +414,7 @@ def _roles(acc, roles, k, t, layout, rank, slot):
     if rank > slot and 0 <= layout[slot] < rank:
         r = roles[k, t, layout[slot]]
         if r >= 0:
-            acc[Q_ROLES + (t * 2 + slot) * N_ROLES + r] += 1.0
+            acc[ROLE_QUANT + (t * 2 + slot) * N_ROLES + r] += 1.0
 
 
 @njit(cache=True, inline='always')
@@ -414,6 +427,107 @@ def _effective_input(own, src, k, si, defaults, fixed, tmp, ei):
 
 
 @njit(cache=True, inline='always')
+def _layout_terms(own, src_in, src_ker, k, si, sf, defaults, fixed, acc, eo, ei, ek, tmp):
+    """Node k's effective output, input and kernel layouts into eo, ei, ek (ek all -1 without a
+    kernel), and what choosing them costs: default sections, operands copied into a layout their
+    source does not carry (a source that takes any layout is never copied), malformed slots."""
+    has_ker = si[k, S_HAS_KER] == 1
+    out_default = _effective(own, 0, defaults[k, 0], eo)
+    unknown = _checked(eo, si[k, S_RANK_OUT], defaults[k, 0])
+    in_default, in_malformed = _effective_input(own, src_in, k, si, defaults, fixed, tmp, ei)
+    unknown += in_malformed
+    in_copy = not _same(ei, tmp) and si[k, S_IN_POS] != ANY_SOURCE
+    ker_default, ker_copy = True, False
+    ek[:] = -1
+    if has_ker:
+        _source_layout(src_ker, si[k, S_KER_POS], defaults, fixed[k, 1], tmp)
+        ker_default = _effective(own, 12, tmp, ek)
+        unknown += _checked(ek, si[k, S_RANK_KER], tmp)
+        ker_copy = not _same(ek, tmp) and si[k, S_KER_POS] != ANY_SOURCE
+    acc[Q_OUT_IS_DEFAULT] += out_default
+    acc[Q_IN_IS_DEFAULT] += in_default
+    acc[Q_KER_IS_DEFAULT] += ker_default and has_ker
+    if in_copy:
+        acc[Q_IN_COPY] += 1.0
+        acc[Q_IN_COPY_BYTES] += sf[k, F_VOL_IN] * sf[k, F_BYTES]
+    if ker_copy:
+        acc[Q_KER_COPY] += 1.0
+        acc[Q_KER_COPY_BYTES] += sf[k, F_VOL_KER] * sf[k, F_BYTES]
+    acc[Q_LAYOUT_UNKNOWN] += unknown
+
+
+@njit(cache=True, inline='always')
+def _output_terms(k, si, sf, defaults, acc, eo, ei):
+    """How node k's output layout eo stands: row-major, equal to its input's, or changed from its
+    own default, which copies it for every plain user and for a computation output."""
+    r_out = si[k, S_RANK_OUT]
+    row_major = r_out > 0
+    for s in range(r_out):
+        if eo[s] != r_out - 1 - s:
+            row_major = False
+    acc[Q_OUT_ROW_MAJOR] += row_major
+    acc[Q_OUT_EQ_IN] += _same(eo, ei)
+    if not _same(eo, defaults[k, 0]):
+        b_out = sf[k, F_VOL_OUT] * sf[k, F_BYTES]
+        users = si[k, S_PLAIN_USERS]
+        acc[Q_OUT_CHANGED] += 1.0
+        acc[Q_OUT_CHANGED_BYTES] += b_out
+        acc[Q_USER_COPY] += users
+        acc[Q_USER_COPY_BYTES] += users * b_out
+        if si[k, S_TO_OUTPUT] == 1:
+            acc[Q_OUTPUT_COPY_BYTES] += b_out
+
+
+@njit(cache=True, inline='always')
+def _padding_terms(k, si, sf, pad, acc, eo, ei, ek):
+    """8x128 padding of node k's output, input and kernel under layouts eo, ei, ek (pad_tables),
+    and of the non-configurable ops downstream that carry its output layout, padded alike."""
+    r_out, r_in = si[k, S_RANK_OUT], si[k, S_RANK_IN]
+    eb = sf[k, F_BYTES]
+    b_out, b_in, b_ker = sf[k, F_VOL_OUT] * eb, sf[k, F_VOL_IN] * eb, sf[k, F_VOL_KER] * eb
+    pf_out = _pad_factor(pad, k, 0, eo, r_out)
+    pf_in = _pad_factor(pad, k, 1, ei, r_in)
+    pf_ker = _pad_factor(pad, k, 2, ek, si[k, S_RANK_KER]) if si[k, S_HAS_KER] == 1 else 1.0
+    acc[Q_OUT_LOG2_PAD] += np.log2(pf_out)
+    acc[Q_OUT_PAD_BYTES] += (pf_out - 1.0) * b_out
+    acc[Q_IN_LOG2_PAD] += np.log2(pf_in)
+    acc[Q_IN_PAD_BYTES] += (pf_in - 1.0) * b_in
+    acc[Q_KER_PAD_BYTES] += (pf_ker - 1.0) * b_ker
+    acc[Q_TILED_BYTES] += pf_out * b_out + pf_in * b_in + pf_ker * b_ker
+    acc[Q_CHAIN_PAD_BYTES] += (pf_out - 1.0) * sf[k, F_CHAIN_BYTES]
+    acc[Q_CHAIN_TILED_BYTES] += pf_out * sf[k, F_CHAIN_BYTES]
+    if r_out > 0 and 0 <= eo[0] < r_out:
+        # The minor dim fills whole tiles: its padding factor alone (2nd-minor 6: none) is 1
+        acc[Q_OUT_MINOR_MULT128] += pad[k, 0, eo[0], 6] == 1.0
+
+
+@njit(cache=True, inline='always')
+def _dim_terms(k, si, sf, shapes, acc, eo, ei, scratch):
+    """Sizes of the dims node k's layouts put minor-most, and whether a reshape moves data."""
+    r_out, r_in = si[k, S_RANK_OUT], si[k, S_RANK_IN]
+    if r_out > 0 and 0 <= eo[0] < r_out:
+        acc[Q_OUT_LOG2_MINOR] += shapes[k, 0, eo[0], 1]
+    if r_out > 1 and 0 <= eo[1] < r_out:
+        acc[Q_OUT_LOG2_SECOND_MINOR] += shapes[k, 0, eo[1], 1]
+    if r_in > 0 and 0 <= ei[0] < r_in:
+        acc[Q_IN_LOG2_MINOR] += shapes[k, 1, ei[0], 1]
+    if si[k, S_IS_RESHAPE] == 1 and not _reshape_is_bitcast(shapes, k, ei, r_in, eo, r_out,
+                                                           scratch[0], scratch[1]):
+        acc[Q_RESHAPE_COPY] += 1.0
+        acc[Q_RESHAPE_COPY_BYTES] += sf[k, F_VOL_OUT] * sf[k, F_BYTES]
+
+
+@njit(cache=True, inline='always')
+def _role_terms(k, si, roles, acc, eo, ei, ek):
+    """Roles (batch, contracting, ...) of the minor and 2nd-minor dims of node k's tensors."""
+    for slot in range(2):
+        _roles(acc, roles, k, 0, eo, si[k, S_RANK_OUT], slot)
+        _roles(acc, roles, k, 1, ei, si[k, S_RANK_IN], slot)
+        if si[k, S_HAS_KER] == 1:
+            _roles(acc, roles, k, 2, ek, si[k, S_RANK_KER], slot)
+
+
+@njit(cache=True, inline='always')
 def _node_quantities(own, src_in, src_ker, k, si, sf, shapes, pad, defaults, fixed, roles, acc,
                      eo, ei, ek, tmp, scratch):
     """Node k's quantities into acc (N_QUANT,), zeroed by the caller, except the value
@@ -421,80 +535,14 @@ def _node_quantities(own, src_in, src_ker, k, si, sf, shapes, pad, defaults, fix
     18 slots of node k (own) and of its input and kernel sources (src_in, src_ker; their
     output sections). eo/ei/ek receive its effective layouts; tmp (6,) and scratch (2, 6) are
     work space."""
-    r_out, r_in, r_ker = si[k, S_RANK_OUT], si[k, S_RANK_IN], si[k, S_RANK_KER]
-    out_default = _effective(own, 0, defaults[k, 0], eo)
-    unknown = _checked(eo, r_out, defaults[k, 0])
-    in_default, in_malformed = _effective_input(own, src_in, k, si, defaults, fixed, tmp, ei)
-    unknown += in_malformed
-    in_copy = not _same(ei, tmp) and si[k, S_IN_POS] != ANY_SOURCE
-    has_ker = si[k, S_HAS_KER] == 1
-    ker_default, ker_copy = True, False
-    ek[:] = -1
-    if has_ker:
-        _source_layout(src_ker, si[k, S_KER_POS], defaults, fixed[k, 1], tmp)
-        ker_default = _effective(own, 12, tmp, ek)
-        unknown += _checked(ek, r_ker, tmp)
-        ker_copy = not _same(ek, tmp) and si[k, S_KER_POS] != ANY_SOURCE
-    eb = sf[k, F_BYTES]
-    b_out, b_in, b_ker = sf[k, F_VOL_OUT] * eb, sf[k, F_VOL_IN] * eb, sf[k, F_VOL_KER] * eb
-    pf_out = _pad_factor(pad, k, 0, eo, r_out)
-    pf_in = _pad_factor(pad, k, 1, ei, r_in)
-    pf_ker = _pad_factor(pad, k, 2, ek, r_ker) if has_ker else 1.0
-    changed = not _same(eo, defaults[k, 0])
-    acc[0] += out_default
-    acc[1] += in_default
-    acc[2] += ker_default and has_ker
-    row_major = r_out > 0
-    for s in range(r_out):
-        if eo[s] != r_out - 1 - s:
-            row_major = False
-    acc[3] += row_major
-    acc[4] += _same(eo, ei)
-    if changed:
-        users = si[k, S_PLAIN_USERS]
-        acc[5] += 1.0
-        acc[6] += b_out
-        acc[16] += users
-        acc[17] += users * b_out
-        if si[k, S_TO_OUTPUT] == 1:
-            acc[18] += b_out
-    acc[7] += np.log2(pf_out)
-    acc[8] += (pf_out - 1.0) * b_out
-    acc[9] += np.log2(pf_in)
-    acc[10] += (pf_in - 1.0) * b_in
-    acc[11] += (pf_ker - 1.0) * b_ker
-    if in_copy:
-        acc[12] += 1.0
-        acc[13] += b_in
-    if ker_copy:
-        acc[14] += 1.0
-        acc[15] += b_ker
-    if r_out > 0 and 0 <= eo[0] < r_out:
-        acc[21] += shapes[k, 0, eo[0], 1]
-        acc[24] += shapes[k, 0, eo[0], 0] % 128 == 0
-    if r_out > 1 and 0 <= eo[1] < r_out:
-        acc[22] += shapes[k, 0, eo[1], 1]
-    if r_in > 0 and 0 <= ei[0] < r_in:
-        acc[23] += shapes[k, 1, ei[0], 1]
-    if si[k, S_IS_RESHAPE] == 1 and not _reshape_is_bitcast(shapes, k, ei, r_in, eo, r_out,
-                                                           scratch[0], scratch[1]):
-        acc[25] += 1.0
-        acc[26] += b_out
-    acc[27] += pf_out * b_out + pf_in * b_in + pf_ker * b_ker
-    acc[30] += unknown
-    # The non-configurable ops downstream that carry this output layout are padded alike
-    acc[31] += (pf_out - 1.0) * sf[k, F_CHAIN_BYTES]
-    acc[32] += pf_out * sf[k, F_CHAIN_BYTES]
-    for slot in range(2):
-        _roles(acc, roles, k, 0, eo, r_out, slot)
-        _roles(acc, roles, k, 1, ei, r_in, slot)
-        if has_ker:
-            _roles(acc, roles, k, 2, ek, r_ker, slot)
+    _layout_terms(own, src_in, src_ker, k, si, sf, defaults, fixed, acc, eo, ei, ek, tmp)
+    _output_terms(k, si, sf, defaults, acc, eo, ei)
+    _padding_terms(k, si, sf, pad, acc, eo, ei, ek)
+    _dim_terms(k, si, sf, shapes, acc, eo, ei, scratch)
+    _role_terms(k, si, roles, acc, eo, ei, ek)
 
 
 SECTION = 7 ** 6     # (code // SECTION ** 2, code // SECTION % SECTION): output, input section
-# Quantities the layout kernel adds apart (per_config.NODE_QUANTITIES checks the indices)
-Q_FREQ, Q_MODAL, Q_SIBLING, Q_SIBLING_BYTES = 28, 29, 19, 20
 
 
 @njit(cache=True, inline='always')
@@ -540,11 +588,59 @@ def _all_quantities(own, src_in, src_ker, sib, k, si, sf, shapes, pad, defaults,
     if first >= 0:   # same source as node k, so src_in is the sibling's too (layout_static)
         _effective_input(sib, src_in, first, si, defaults, fixed, tmp, scratch[0])
         if not _same(ei, scratch[0]):
-            acc[Q_SIBLING] += 1.0
+            acc[Q_SIBLING_MISMATCH] += 1.0
             acc[Q_SIBLING_BYTES] += sf[k, F_VOL_IN] * sf[k, F_BYTES]
 
 
 NODE_TILE = 16   # nodes whose sums are added row by row together, so each out row stays cached
+
+
+@njit(cache=True)
+def _hash_sample(ptr, keys, k, sample):
+    """Node k's sampled values (value_table's keys[ptr[k]:ptr[k + 1]]) into the open-addressing
+    table `sample` (_new_table), each slot's entry its index into keys."""
+    bits, stamp, slot_keys, entry = sample
+    for m in range(ptr[k], ptr[k + 1]):
+        h = _find(stamp, slot_keys, k, keys[m], 0, bits)
+        stamp[h], slot_keys[h, 0], slot_keys[h, 1], entry[h] = k, keys[m], 0, m
+
+
+@njit(cache=True)
+def _value_terms(k, own, sample, shares, modal, vec):
+    """The share of the sample with node k's value `own` (0 if none had it), and whether it is
+    not the node's most common one, as float32 like the features."""
+    bits, stamp, slot_keys, entry = sample
+    h = _find(stamp, slot_keys, k, own, 0, bits)
+    share = 0.0
+    if stamp[h] == k:
+        share = shares[entry[h]]
+    vec[Q_VALUE_FREQ] = np.float32(share)
+    vec[Q_DIFFERS_FROM_MODAL] = np.float32(own != modal[k])
+
+
+@njit(cache=True)
+def _decode_reads(codes, i, own, in_pos, ker_pos, first, slots):
+    """The slots a node's quantities read in row i: its own 18 (slots[0]), the output sections
+    of its input and kernel sources (slots[1], slots[2]), its sibling's input section
+    (slots[3]); a missing node's stay as they were."""
+    _decode(own, 0, 18, slots[0])
+    for t, pos in ((1, in_pos), (2, ker_pos)):
+        if pos >= 0:
+            _decode(codes[pos, i], 0, 6, slots[t])
+    if first >= 0:
+        _decode(codes[first, i], 6, 12, slots[3])
+
+
+@njit(cache=True)
+def _add_tile(vecs, which, si, k0, k1, lo, hi, out):
+    """Rows lo..hi-1 of out += the vectors (vecs, by which) of nodes k0..k1-1, each into its
+    group's block, row by row."""
+    for i in range(lo, hi):
+        for k in range(k0, k1):
+            base = (si[k, S_GROUP] + 1) % N_GROUPS * N_QUANT   # other ops: block 0
+            vec = vecs[which[k - k0, i - lo]]
+            for t in range(N_QUANT):
+                out[i, base + t] += vec[t]
 
 
 @njit(cache=True, inline='always')
@@ -561,10 +657,7 @@ def _memo_nodes(codes, lo, hi, si, sf, shapes, pad, defaults, fixed, roles, ptr,
     row fell out of the cache between two nodes)."""
     n = hi - lo
     bits, stamp, slot_keys, entry = _new_table(n)
-    most = 0   # one node's sampled values, hashed for their shares
-    for k in range(codes.shape[0]):
-        most = max(most, ptr[k + 1] - ptr[k])
-    sample_bits, sample_stamp, sample_keys, sample_entry = _new_table(most)
+    sample = _new_table(np.max(ptr[1:] - ptr[:-1]) if ptr.size > 1 else 0)
     vecs = np.empty((NODE_TILE * n, N_QUANT))
     which = np.empty((NODE_TILE, n), np.int64)
     slots = np.full((4, 18), -1, np.int64)
@@ -575,41 +668,21 @@ def _memo_nodes(codes, lo, hi, si, sf, shapes, pad, defaults, fixed, roles, ptr,
         used = 0
         for k in range(k0, k1):
             in_pos, ker_pos, first = si[k, S_IN_POS], si[k, S_KER_POS], si[k, S_SIB_FIRST]
-            for m in range(ptr[k], ptr[k + 1]):
-                hs = _find(sample_stamp, sample_keys, k, keys[m], 0, sample_bits)
-                sample_stamp[hs], sample_keys[hs, 0], sample_keys[hs, 1] = k, keys[m], 0
-                sample_entry[hs] = m
+            _hash_sample(ptr, keys, k, sample)
             for i in range(lo, hi):
                 own, src = codes[k, i], _source_key(codes, i, in_pos, ker_pos, first)
                 h = _find(stamp, slot_keys, k, own, src, bits)
                 if stamp[h] != k:
                     stamp[h], slot_keys[h, 0], slot_keys[h, 1], entry[h] = k, own, src, used
-                    _decode(own, 0, 18, slots[0])
-                    for t, pos in ((1, in_pos), (2, ker_pos)):   # sources: output sections
-                        if pos >= 0:
-                            _decode(codes[pos, i], 0, 6, slots[t])
-                    if first >= 0:                                 # the sibling: input section
-                        _decode(codes[first, i], 6, 12, slots[3])
+                    _decode_reads(codes, i, own, in_pos, ker_pos, first, slots)
                     vecs[used, :] = 0.0
                     _all_quantities(slots[0], slots[1], slots[2], slots[3], k, si, sf, shapes,
                                     pad, defaults, fixed, roles, vecs[used], eo, ei, ek, tmp,
                                     scratch)
-                    # the share of the sample with this value (0 if none had it), and whether
-                    # it is not the node's most common one, as float32 like the features
-                    hs = _find(sample_stamp, sample_keys, k, own, 0, sample_bits)
-                    share = 0.0
-                    if sample_stamp[hs] == k:
-                        share = shares[sample_entry[hs]]
-                    vecs[used, Q_FREQ] = np.float32(share)
-                    vecs[used, Q_MODAL] = np.float32(own != modal[k])
+                    _value_terms(k, own, sample, shares, modal, vecs[used])
                     used += 1
                 which[k - k0, i - lo] = entry[h]
-        for i in range(lo, hi):
-            for k in range(k0, k1):
-                base = (si[k, S_GROUP] + 1) % N_GROUPS * N_QUANT   # other ops: block 0
-                vec = vecs[which[k - k0, i - lo]]
-                for t in range(N_QUANT):
-                    out[i, base + t] += vec[t]
+        _add_tile(vecs, which, si, k0, k1, lo, hi, out)
 
 
 @njit(cache=True, parallel=True)

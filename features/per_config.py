@@ -17,33 +17,35 @@ from . import kernels as K
 from .io import Graph
 from .per_graph import element_bytes, ranks, signed_log
 from .rows import graph_rng
+from .schema import (IS_ROOT, LAYOUT, SHAPE_DIMS, SHAPE_PRODUCT, TILE_MINOR, TILE_SECOND_MINOR,
+                     tiled_extent)
 
 ROLE_NAMES = ("batch", "contracting", "free", "spatial")
-NODE_QUANTITIES = (
-    "out_is_default", "in_is_default", "ker_is_default", "out_row_major", "out_eq_in",
-    "out_changed", "out_changed_bytes", "out_log2_pad", "out_pad_bytes", "in_log2_pad",
-    "in_pad_bytes", "ker_pad_bytes", "in_copy", "in_copy_bytes", "ker_copy", "ker_copy_bytes",
-    "user_copy", "user_copy_bytes", "output_copy_bytes", "sibling_mismatch", "sibling_bytes",
-    "out_log2_minor", "out_log2_second_minor", "in_log2_minor", "out_minor_mult128",
-    "reshape_copy", "reshape_copy_bytes", "tiled_bytes", "value_freq", "differs_from_modal",
-    "layout_unknown", "chain_pad_bytes", "chain_tiled_bytes") + tuple(
+
+
+def _kernel_quantities() -> tuple[str, ...]:
+    """The kernel's Q_* constants as feature names in column order: Q_OUT_PAD_BYTES is
+    'out_pad_bytes'. They must number 0..N_BASE_QUANT - 1, each once."""
+    index = {name[2:].lower(): v for name, v in vars(K).items() if name.startswith("Q_")}
+    if sorted(index.values()) != list(range(K.N_BASE_QUANT)):
+        raise AssertionError("kernels.Q_* must number 0..N_BASE_QUANT - 1, each once")
+    return tuple(sorted(index, key=index.get))
+
+
+NODE_QUANTITIES = _kernel_quantities() + tuple(
     f"{t}_{p}_is_{r}" for t in ("out", "in", "ker") for p in ("minor", "second")
     for r in ROLE_NAMES)
 BYTE_QUANTITIES = tuple(i for i, n in enumerate(NODE_QUANTITIES) if n.endswith("bytes"))
 # Estimated memory traffic of a config: padded tensors plus every copy a layout change implies.
-TRAFFIC_QUANTITIES = tuple(NODE_QUANTITIES.index(n) for n in (
-    "tiled_bytes", "in_copy_bytes", "ker_copy_bytes", "user_copy_bytes", "output_copy_bytes",
-    "reshape_copy_bytes"))
-CHAIN_TILED = NODE_QUANTITIES.index("chain_tiled_bytes")
+TRAFFIC_QUANTITIES = (K.Q_TILED_BYTES, K.Q_IN_COPY_BYTES, K.Q_KER_COPY_BYTES, K.Q_USER_COPY_BYTES,
+                      K.Q_OUTPUT_COPY_BYTES, K.Q_RESHAPE_COPY_BYTES)
+CHAIN_TILED = K.Q_CHAIN_TILED_BYTES
 GROUPS = ("all", "conv", "dot", "reshape")
 GROUP_OF_OPCODE = {26: 0, 34: 1, 75: 2}
 # Within-graph statistics (z-scores, value frequencies) come from this many configs drawn
 # uniformly from the file, whatever rows are selected, so train and test rows see the same.
 STAT_CONFIGS = 1000
 assert len(NODE_QUANTITIES) == K.N_QUANT and len(GROUPS) == K.N_GROUPS
-assert [NODE_QUANTITIES.index(n) for n in ("value_freq", "differs_from_modal", "sibling_mismatch",
-                                         "sibling_bytes")] == [K.Q_FREQ, K.Q_MODAL, K.Q_SIBLING,
-                                                               K.Q_SIBLING_BYTES]
 assert len(ROLE_NAMES) == R.N_ROLES == K.N_ROLES
 
 
@@ -51,7 +53,7 @@ assert len(ROLE_NAMES) == R.N_ROLES == K.N_ROLES
 
 def default_layouts(node_feat: np.ndarray) -> np.ndarray:
     """(n, 6) int64 layout_minor_to_major with the 0-padding beyond each rank turned into -1."""
-    layout = node_feat[:, 134:140].astype(np.int64)
+    layout = node_feat[:, LAYOUT].astype(np.int64)
     layout[np.arange(6)[None, :] >= ranks(node_feat)[:, None]] = -1
     return layout
 
@@ -59,7 +61,8 @@ def default_layouts(node_feat: np.ndarray) -> np.ndarray:
 def padded_shapes(node_feat: np.ndarray) -> np.ndarray:
     """(n, 7) float64 shape dims with absent dims (and the 7th, read by index -1) set to 1."""
     dims = np.ones((node_feat.shape[0], 7))
-    dims[:, :6] = np.where(node_feat[:, 21:27] > 0, node_feat[:, 21:27], 1.0)
+    shape = node_feat[:, SHAPE_DIMS]
+    dims[:, :6] = np.where(shape > 0, shape, 1.0)
     return dims
 
 
@@ -98,18 +101,28 @@ def _operand_roles(g: Graph, v: int, ops: list[int], in_rank: int):
 
 def layout_static(g: Graph) -> LayoutStatic:
     """Everything about the configurable nodes that no config changes, computed once per graph."""
-    ids, nf = g.node_config_ids, g.node_feat
-    nc, rank = ids.size, ranks(nf)
-    used = g.slots()[:, 1:]   # input, kernel
-    pos = {int(v): k for k, v in enumerate(ids)}
+    nf = g.node_feat
+    pos = {int(v): k for k, v in enumerate(g.node_config_ids)}
     edges = R.split_edges(g)
     src = R.layout_sources(g, edges, pos)
     own = default_layouts(nf)
-    si = np.full((nc, K.N_STATIC_INT), -1, np.int64)
-    roles = np.full((nc, 3, 6), -1, np.int64)
-    fixed = np.full((nc, 2, 6), -1, np.int64)
-    nodes = np.full((nc, 3), -1, np.int64)
-    first_reader: dict[int, int] = {}
+    vol, eb = nf[:, SHAPE_PRODUCT].astype(np.float64), element_bytes(nf)
+    nodes, roles = _operands(g, edges)
+    si, fixed = _static_ints(g, edges, src, pos, own, nodes)
+    sf = _static_floats(g, src, pos, nodes, vol, eb)
+    dims = np.where((nodes >= 0)[:, :, None], padded_shapes(nf)[nodes], 1.0)
+    shapes = np.ascontiguousarray(np.stack([dims, np.log2(dims)], axis=-1))
+    defaults = np.where((nodes >= 0)[:, :, None], own[nodes], -1)
+    return LayoutStatic(si, sf, shapes, pad_tables(dims), np.ascontiguousarray(defaults), fixed,
+                        roles, *_merge_tables(g, edges, src, pos, own, vol * eb))
+
+
+def _operands(g: Graph, edges: R.Edges) -> tuple[np.ndarray, np.ndarray]:
+    """(nc, 3) int64 the nodes whose output, input and kernel a configurable node's config
+    sections describe (-1: none), and (nc, 3, 6) int64 the roles of their dims (-1: none)."""
+    ids, used = g.node_config_ids, g.slots()[:, 1:]   # input, kernel
+    nodes = np.full((ids.size, 3), -1, np.int64)
+    roles = np.full((ids.size, 3, 6), -1, np.int64)
     for k, v in enumerate(ids):
         v = int(v)
         x, w, rl = _operand_roles(g, v, edges.operands[v], int(used[k, 0]))
@@ -118,6 +131,18 @@ def layout_static(g: Graph) -> LayoutStatic:
         nodes[k] = (v, x, w)
         for t, r in enumerate(rl):
             roles[k, t, :len(r)] = r[:6]
+    return nodes, roles
+
+
+def _static_ints(g: Graph, edges: R.Edges, src: np.ndarray, pos: dict[int, int],
+                 own: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """si (nc, K.N_STATIC_INT) int64 and fixed (nc, 2, 6) int64: where each configurable node's
+    input and kernel layouts come from, the layouts fixed sources carry, its first sibling, its
+    plain users, group and ranks."""
+    si = np.full((nodes.shape[0], K.N_STATIC_INT), -1, np.int64)
+    fixed = np.full((nodes.shape[0], 2, 6), -1, np.int64)
+    first_reader: dict[int, int] = {}
+    for k, (v, x, w) in enumerate(nodes.tolist()):
         for t, u in enumerate((x, w)):
             if u >= 0:
                 free = int(g.node_opcode[src[u]]) in R.ANY_LAYOUT
@@ -125,33 +150,43 @@ def layout_static(g: Graph) -> LayoutStatic:
                 fixed[k, t] = own[src[u]]
         # Siblings read one source, so they share S_IN_POS and fixed[:, 0]: the layout kernel
         # takes the sibling's source layout from node k's
-        si[k, K.S_SIB_FIRST] = first_reader.setdefault(int(src[x]), k) if x >= 0 else -1
-        if si[k, K.S_SIB_FIRST] == k:
-            si[k, K.S_SIB_FIRST] = -1
+        first = first_reader.setdefault(int(src[x]), k) if x >= 0 else -1
+        si[k, K.S_SIB_FIRST] = -1 if first == k else first
         plain, to_out = R.chain_ends(g, edges, src, v, pos)
         si[k, K.S_PLAIN_USERS], si[k, K.S_TO_OUTPUT] = plain, int(to_out)
+    opcodes = g.node_opcode[g.node_config_ids]
     si[:, K.S_HAS_KER] = nodes[:, 2] >= 0
-    si[:, K.S_IS_RESHAPE] = g.node_opcode[ids] == R.RESHAPE
-    si[:, K.S_GROUP] = [GROUP_OF_OPCODE.get(int(o), 3) for o in g.node_opcode[ids]]
+    si[:, K.S_IS_RESHAPE] = opcodes == R.RESHAPE
+    si[:, K.S_GROUP] = [GROUP_OF_OPCODE.get(int(o), 3) for o in opcodes]
+    rank = ranks(g.node_feat)
     for t, col in enumerate((K.S_RANK_OUT, K.S_RANK_IN, K.S_RANK_KER)):
         si[:, col] = np.where(nodes[:, t] >= 0, rank[nodes[:, t]], 0)
-    vol, eb = nf[:, 28].astype(np.float64), element_bytes(nf)
-    sf = np.zeros((nc, K.N_STATIC_F))
+    return si, fixed
+
+
+def _static_floats(g: Graph, src: np.ndarray, pos: dict[int, int], nodes: np.ndarray,
+                   vol: np.ndarray, eb: np.ndarray) -> np.ndarray:
+    """sf (nc, K.N_STATIC_F) float64: volumes of each configurable node's tensors, its element
+    bytes and the bytes of the chains that carry its output layout; vol, eb: (n,) per node."""
+    sf = np.zeros((nodes.shape[0], K.N_STATIC_F))
     for t, col in enumerate((K.F_VOL_OUT, K.F_VOL_IN, K.F_VOL_KER)):
         sf[:, col] = np.where(nodes[:, t] >= 0, vol[nodes[:, t]], 0.0)
-    sf[:, K.F_BYTES] = eb[ids]
+    sf[:, K.F_BYTES] = eb[g.node_config_ids]
     sf[:, K.F_CHAIN_BYTES] = chain_bytes(g, src, pos, vol * eb)
-    dims = np.where((nodes >= 0)[:, :, None], padded_shapes(nf)[nodes], 1.0)
-    shapes = np.ascontiguousarray(np.stack([dims, np.log2(dims)], axis=-1))
-    defaults = np.where((nodes >= 0)[:, :, None], own[nodes], -1)
+    return sf
+
+
+def _merge_tables(g: Graph, edges: R.Edges, src: np.ndarray, pos: dict[int, int],
+                  own: np.ndarray, node_bytes: np.ndarray):
+    """merge_pos (m, 2), merge_fixed (m, 2, 6), merge_bytes (m,) of graph_roles.merge_points:
+    each side's configurable source (-1: fixed), the layout a fixed side carries, and the
+    merging node's output bytes."""
     merges = R.merge_points(g, edges, src)
     m_src = np.array([(a, b) for _, a, b in merges], np.int64).reshape(-1, 2)
     merge_pos = np.vectorize(lambda u: pos.get(int(u), -1), otypes=[np.int64])(m_src) \
         if m_src.size else m_src
-    merge_bytes = np.array([vol[v] * eb[v] for v, _, _ in merges], np.float64)
-    return LayoutStatic(si, sf, shapes, pad_tables(dims), np.ascontiguousarray(defaults), fixed,
-                        roles, merge_pos, np.ascontiguousarray(own[m_src]).reshape(-1, 2, 6),
-                        merge_bytes)
+    merge_bytes = np.array([node_bytes[v] for v, _, _ in merges], np.float64)
+    return merge_pos, np.ascontiguousarray(own[m_src]).reshape(-1, 2, 6), merge_bytes
 
 
 def chain_bytes(g: Graph, src: np.ndarray, pos: dict[int, int], node_bytes: np.ndarray,
@@ -168,10 +203,10 @@ def chain_bytes(g: Graph, src: np.ndarray, pos: dict[int, int], node_bytes: np.n
 
 
 def pad_tables(dims: np.ndarray) -> np.ndarray:
-    """(nc, 3, 7, 7) padded / true size for every (minor dim, 2nd-minor dim) choice: the minor
-    dim rounded up to 128, the 2nd-minor to 8; 2nd-minor index 6 means none (rank 1)."""
-    minor = np.ceil(dims / 128) * 128 / dims               # (nc, 3, 7)
-    second = np.ceil(dims / 8) * 8 / dims
+    """(nc, 3, 7, 7) padded / true size for every (minor dim, 2nd-minor dim) choice, in 8x128
+    tiles (schema.tiled_extent); 2nd-minor index 6 means none (rank 1)."""
+    minor = tiled_extent(dims, TILE_MINOR) / dims               # (nc, 3, 7)
+    second = tiled_extent(dims, TILE_SECOND_MINOR) / dims
     second[..., 6] = 1.0
     return np.ascontiguousarray(minor[..., :, None] * second[..., None, :])
 
@@ -302,7 +337,7 @@ def layout_basic(g: Graph, rows: np.ndarray, *, chunk: int, seed: int = 0) -> tu
 
 def tile_root(g: Graph) -> int:
     """The kernel's output node: the last node flagged is_root, else the last node."""
-    roots = np.flatnonzero(g.node_feat[:, 0] > 0)
+    roots = np.flatnonzero(g.node_feat[:, IS_ROOT] > 0)
     return int(roots[-1]) if roots.size else g.node_feat.shape[0] - 1
 
 
@@ -337,9 +372,9 @@ def tile_full(g: Graph, rows: np.ndarray, *, chunk: int = 0, seed: int = 0) -> t
     tiles = np.ceil(shape / ob)
     padded = ob.copy()
     if rank > 0:
-        padded[:, layout[0]] = np.ceil(padded[:, layout[0]] / 128) * 128
+        padded[:, layout[0]] = tiled_extent(padded[:, layout[0]], TILE_MINOR)
     if rank > 1:
-        padded[:, layout[1]] = np.ceil(padded[:, layout[1]] / 8) * 8
+        padded[:, layout[1]] = tiled_extent(padded[:, layout[1]], TILE_SECOND_MINOR)
     eb = element_bytes(g.node_feat)[root]
     tile_elems, padded_elems = ob.prod(axis=1), padded.prod(axis=1)
     total_tiles = tiles.prod(axis=1)
@@ -355,7 +390,7 @@ def tile_full(g: Graph, rows: np.ndarray, *, chunk: int = 0, seed: int = 0) -> t
             waste[:, None], np.log2(padded_elems * eb)[:, None],
             np.log2(tile_elems / shape[:max(rank, 1)].prod())[:, None],
             np.log2(ktiles)[:, None], np.log2(minor)[:, None], np.log2(second)[:, None],
-            (minor % 128 == 0)[:, None], np.log2(total_tiles * ktiles)[:, None],
+            (minor % TILE_MINOR == 0)[:, None], np.log2(total_tiles * ktiles)[:, None],
             dom[None, :] * np.log2(total_tiles * ktiles)[:, None], dom[None, :] * waste[:, None]]
     names = [f"cfg.log2_{i}" for i in range(24)] + [f"cfg.log2_tiles_dim{d}" for d in range(6)]
     names += ["cfg.log2_total_tiles", "cfg.log2_pad_waste", "cfg.log2_padded_tile_bytes",

@@ -8,6 +8,8 @@ import numpy as np
 
 from . import kernels
 from .io import MAX_OPCODE, Graph
+from .schema import (ELEMENT_TYPE, SHAPE_DIMS, SHAPE_PRODUCT, SHAPE_SUM, TUPLE_SIZE,
+                     WINDOW_SIZE_PRODUCT, WINDOW_STRIDE_PRODUCT)
 
 # Opcode groups (ids from shared/tpugraphs_format.md section 5).
 OPCODE_GROUPS = {
@@ -22,9 +24,11 @@ OPCODE_GROUPS = {
 }
 CONFIGURABLE_OPCODES = (26, 34, 75)
 # node_feat columns summarised in log scale: shape product/sum, tuple size, window size/stride.
-LOG_COLUMNS = {"shape_product": 28, "shape_sum": 27, "tuple_size": 29, "window_size_product": 44,
-               "window_stride_product": 52}
-# element bytes per node_feat one-hot column 2..20 (invalid..token); 4 where undefined.
+LOG_COLUMNS = {"shape_product": SHAPE_PRODUCT, "shape_sum": SHAPE_SUM,
+               "tuple_size": TUPLE_SIZE, "window_size_product": WINDOW_SIZE_PRODUCT,
+               "window_stride_product": WINDOW_STRIDE_PRODUCT}
+# element bytes per column of the node_feat one-hot ELEMENT_TYPE (invalid..token); 4 where
+# undefined.
 ELEMENT_BYTES = np.array([4, 1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 2, 8, 16, 4, 4, 4], np.float64)
 
 
@@ -35,11 +39,11 @@ def signed_log(x: np.ndarray) -> np.ndarray:
 
 def ranks(node_feat: np.ndarray) -> np.ndarray:
     """Tensor rank per node: the number of non-zero shape_dimensions_0..5 (0-padded slots)."""
-    return (node_feat[:, 21:27] > 0).sum(axis=1)
+    return (node_feat[:, SHAPE_DIMS] > 0).sum(axis=1)
 
 
 def element_bytes(node_feat: np.ndarray) -> np.ndarray:
-    onehot = node_feat[:, 2:21]
+    onehot = node_feat[:, ELEMENT_TYPE]
     return np.where(onehot.any(axis=1), ELEMENT_BYTES[onehot.argmax(axis=1)], 4.0)
 
 
@@ -98,7 +102,7 @@ def structure(g: Graph) -> tuple[np.ndarray, list[str]]:
     vals = [indeg.mean(), indeg.max(), outdeg.mean(), outdeg.max(), np.log1p(depth.max()),
             depth.max() / max(1.0, np.log2(n + 1)), (indeg == 0).mean(), (outdeg == 0).mean(),
             (bytes_ == 2).mean(), (bytes_ == 4).mean(), (ranks(g.node_feat) == 4).mean(),
-            signed_log((g.node_feat[:, 28] * bytes_).sum())]
+            signed_log((g.node_feat[:, SHAPE_PRODUCT] * bytes_).sum())]
     names = ["indeg_mean", "indeg_max", "outdeg_mean", "outdeg_max", "log_longest_path",
              "longest_path_per_log_n", "frac_sources", "frac_sinks", "frac_2byte", "frac_4byte",
              "frac_rank4", "log_total_bytes"]

@@ -21,7 +21,7 @@ import numpy as np
 from . import synth_graph as sg
 from .cache import atomic_dir
 from .io import collection_dir
-from .schema import SPLITS
+from .schema import SPLITS, TILE_MINOR, TILE_SECOND_MINOR, tiled_extent
 
 BYTES_PER_NS = 100.0
 SAMPLE_MARKER = "SAMPLE.json"
@@ -81,12 +81,12 @@ def _padded(shape: tuple[int, ...]) -> np.ndarray:
 
 
 def tiled_bytes(shape: tuple[int, ...], layout: np.ndarray, elem_bytes: int) -> np.ndarray:
-    """Bytes after padding the minor-most dim to 128 and the 2nd-minor to 8; layout (c, 6)."""
+    """Bytes after padding the two most-minor dims to 8x128 tiles; layout (c, 6)."""
     dims = _padded(shape)
     minor, second = dims[layout[:, 0]], dims[layout[:, 1]]
     vol = float(np.prod(shape)) * elem_bytes
-    second_pad = np.where(layout[:, 1] >= 0, np.ceil(second / 8) * 8 / second, 1.0)
-    return vol * (np.ceil(minor / 128) * 128 / minor) * second_pad
+    second_pad = np.where(layout[:, 1] >= 0, tiled_extent(second, TILE_SECOND_MINOR) / second, 1.0)
+    return vol * (tiled_extent(minor, TILE_MINOR) / minor) * second_pad
 
 
 def _default_layout(node: sg.Node, n: int) -> np.ndarray:
@@ -196,10 +196,10 @@ def tile_runtime(graph: sg.SynthGraph, feat: np.ndarray) -> np.ndarray:
     n_tiles = np.prod(np.ceil(shape / tiles), axis=1)
     padded = tiles.copy()
     minor = root.layout[0]
-    padded[:, minor] = np.ceil(padded[:, minor] / 128) * 128
+    padded[:, minor] = tiled_extent(padded[:, minor], TILE_MINOR)
     if shape.size > 1:
         second = root.layout[1]
-        padded[:, second] = np.ceil(padded[:, second] / 8) * 8
+        padded[:, second] = tiled_extent(padded[:, second], TILE_SECOND_MINOR)
     tile_bytes = np.prod(padded, axis=1) * graph.elem_bytes
     per_tile = 40.0 + tile_bytes / BYTES_PER_NS * (1 + 1.5 * np.maximum(0, tile_bytes / 2**20 - 1))
     conv = _conv_weight(graph)

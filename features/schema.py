@@ -1,8 +1,11 @@
-"""The dataset's facts that every stage reads, each named once: the collections and their kind.
+"""The dataset's facts that every stage reads, each named once: the collections and their kind,
+the node_feat columns, and the 8x128 tile a TPU pads tensors to.
 
 Spellings are Kaggle's (`layout:xla:random`); the format reference is shared/tpugraphs_format.md.
 """
 from __future__ import annotations
+
+import numpy as np
 
 COLLECTIONS = (
     "tile:xla",
@@ -26,3 +29,45 @@ def is_tile(collection: str) -> bool:
 def collection_slug(collection: str) -> str:
     """A collection's name in file and directory names: 'layout:xla:random' -> 'layout-xla-random'."""
     return collection.replace(":", "-")
+
+
+# ---------------------------------------------------------------- node_feat columns
+# Section 4.3 of the format reference. A slice is a list field's 6 slots (0-padded); its sum and
+# product, where the encoder writes them, are the two columns after it (empty list: 0 and 1).
+N_NODE_FEAT = 140
+IS_ROOT = 0
+ELEMENT_TYPE = slice(2, 21)           # one-hot: invalid, pred, s8, ... token
+ELEMENT_TYPE_F32, ELEMENT_TYPE_BF16 = 13, 15
+SHAPE_DIMS = slice(21, 27)            # output dims; rank = how many are non-zero
+SHAPE_SUM, SHAPE_PRODUCT, TUPLE_SIZE = 27, 28, 29
+PARAMETER_NUMBER = 30
+DIMENSIONS = slice(31, 37)            # the `dimensions` attribute; no sum or product
+WINDOW_SIZE, WINDOW_SIZE_SUM, WINDOW_SIZE_PRODUCT = slice(37, 43), 43, 44
+WINDOW_STRIDE, WINDOW_STRIDE_SUM, WINDOW_STRIDE_PRODUCT = slice(45, 51), 51, 52
+WINDOW_DILATION, WINDOW_DILATION_SUM, WINDOW_DILATION_PRODUCT = slice(69, 75), 75, 76
+BASE_DILATION, BASE_DILATION_SUM, BASE_DILATION_PRODUCT = slice(77, 83), 83, 84
+WINDOW_REVERSAL_FALSE_COUNT = 92
+# Convolution dimension numbers: which dim of the input / kernel / output plays which part
+CONV_DIM_NUMBERS = slice(93, 107)
+CONV_INPUT_BATCH, CONV_INPUT_FEATURE = 93, 94
+CONV_KERNEL_INPUT_FEATURE, CONV_KERNEL_OUTPUT_FEATURE = 99, 100
+CONV_KERNEL_SPATIAL = slice(101, 105)
+CONV_OUTPUT_BATCH, CONV_OUTPUT_FEATURE = 105, 106
+FEATURE_GROUP_COUNT, BATCH_GROUP_COUNT = 107, 108
+# Products of an empty list are 1, not 0: window size/stride/padding/dilations, slice and pad
+PRODUCT_COLUMNS = (44, 52, 60, 68, 76, 84, 112, 116, 120, 124, 128, 132)
+LAYOUT = slice(134, 140)              # layout_minor_to_major: dim indices, 0-padded (section 3.2)
+# A dimension index takes only 0..5 (six slots); the feature kernels index by them.
+MAX_DIM_INDEX = 5
+
+
+# ---------------------------------------------------------------- 8x128 tiles
+# A TPU stores a tensor in 8x128 tiles over its two most-minor dims (section 7 of solutions.md):
+# the minor-most dim is padded to a multiple of 128, the next to a multiple of 8.
+TILE_MINOR, TILE_SECOND_MINOR = 128, 8
+
+
+def tiled_extent(size, tile: int):
+    """size (a dim's length, scalar or array) rounded up to whole tiles of `tile` elements:
+    TILE_MINOR for the minor-most dim, TILE_SECOND_MINOR for the next."""
+    return np.ceil(size / tile) * tile

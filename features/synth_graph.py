@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import schema as C
+
 PARAMETER, CONV, DOT, RESHAPE, ADD, MULTIPLY, TANH, TRANSPOSE, BROADCAST, REDUCE, EXP = (
     63, 26, 34, 75, 2, 59, 96, 98, 13, 70, 37)
 CONFIGURABLE_OPS = (CONV, DOT, RESHAPE)
@@ -22,7 +24,6 @@ OP_WEIGHTS = {
     "nlp": {CONV: 0, DOT: 5, RESHAPE: 3, ADD: 3, MULTIPLY: 2, TANH: 1, EXP: 1, TRANSPOSE: 2,
             REDUCE: 1, BROADCAST: 1},
 }
-PRODUCT_COLS_EMPTY_IS_ONE = (44, 52, 60, 68, 76, 84, 112, 116, 120, 124, 128, 132)
 
 
 @dataclass
@@ -216,11 +217,11 @@ def split_points(graph: SynthGraph) -> np.ndarray:
 def node_feat(graph: SynthGraph) -> np.ndarray:
     """(n, 140) float32 encoded like the TpuGraphs featurizer (0-padded slots, empty product 1)."""
     n = len(graph.nodes)
-    x = np.zeros((n, 140), np.float32)
-    x[:, PRODUCT_COLS_EMPTY_IS_ONE] = 1.0
-    x[split_points(graph)[1:] - 1, 0] = 1.0  # root of each computation
-    x[[i for i, nd in enumerate(graph.nodes) if nd.is_root], 0] = 1.0
-    x[:, 15 if graph.elem_bytes == 2 else 13] = 1.0
+    x = np.zeros((n, C.N_NODE_FEAT), np.float32)
+    x[:, C.PRODUCT_COLUMNS] = 1.0
+    x[split_points(graph)[1:] - 1, C.IS_ROOT] = 1.0  # root of each computation
+    x[[i for i, nd in enumerate(graph.nodes) if nd.is_root], C.IS_ROOT] = 1.0
+    x[:, C.ELEMENT_TYPE_BF16 if graph.elem_bytes == 2 else C.ELEMENT_TYPE_F32] = 1.0
     for i, node in enumerate(graph.nodes):
         _encode_node(x[i], node)
     return x
@@ -228,20 +229,22 @@ def node_feat(graph: SynthGraph) -> np.ndarray:
 
 def _encode_node(row: np.ndarray, node: Node) -> None:
     r = len(node.shape)
-    row[21:21 + r] = node.shape
-    row[27], row[28] = sum(node.shape), float(np.prod(node.shape))
-    row[30] = node.param_number
-    row[31:31 + len(node.dimensions)] = node.dimensions
-    row[134:134 + r] = node.layout
-    if node.opcode == CONV:
+    row[C.SHAPE_DIMS][:r] = node.shape
+    row[C.SHAPE_SUM], row[C.SHAPE_PRODUCT] = sum(node.shape), float(np.prod(node.shape))
+    row[C.PARAMETER_NUMBER] = node.param_number
+    row[C.DIMENSIONS][:len(node.dimensions)] = node.dimensions
+    row[C.LAYOUT][:r] = node.layout
+    if node.opcode == CONV:   # a 2-d window over NHWC input, HWIO kernel, NHWC output
         k = node.window[0]
-        row[37:39], row[43], row[44] = k, 2 * k, k * k
-        row[45:47], row[51], row[52] = node.stride, 2 * node.stride, node.stride ** 2
-        row[69:71], row[75], row[76] = 1, 2, 1
-        row[77:79], row[83], row[84] = 1, 2, 1
-        row[92] = 2
-        row[93:107] = [0, 3, 1, 2, 0, 0, 2, 3, 0, 1, 0, 0, 0, 3]
-        row[107] = row[108] = 1
+        row[C.WINDOW_SIZE][:2], row[C.WINDOW_SIZE_SUM], row[C.WINDOW_SIZE_PRODUCT] = k, 2 * k, k * k
+        row[C.WINDOW_STRIDE][:2] = node.stride
+        row[C.WINDOW_STRIDE_SUM], row[C.WINDOW_STRIDE_PRODUCT] = 2 * node.stride, node.stride ** 2
+        row[C.WINDOW_DILATION][:2], row[C.WINDOW_DILATION_SUM], row[C.WINDOW_DILATION_PRODUCT] = (
+            1, 2, 1)
+        row[C.BASE_DILATION][:2], row[C.BASE_DILATION_SUM], row[C.BASE_DILATION_PRODUCT] = 1, 2, 1
+        row[C.WINDOW_REVERSAL_FALSE_COUNT] = 2
+        row[C.CONV_DIM_NUMBERS] = [0, 3, 1, 2, 0, 0, 2, 3, 0, 1, 0, 0, 0, 3]
+        row[C.FEATURE_GROUP_COUNT] = row[C.BATCH_GROUP_COUNT] = 1
 
 
 def edge_index(graph: SynthGraph) -> np.ndarray:

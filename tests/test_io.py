@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from features import inflate
-from features.io import DataFormatError, chunk_rows, list_npz, read_graph, resolve_npz_root
+from features.io import DataFormatError, list_npz, read_graph, resolve_npz_root
 from features.schema import COLLECTIONS, SPLITS
 from features.sample import write_npz
 

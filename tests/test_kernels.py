@@ -317,8 +317,8 @@ def test_value_shares_and_modal_of_the_sample(rng):
                                    st.shapes, st.pad, st.defaults, st.fixed, st.roles,
                                    *value_counts(codes[:, sample]), 1)
     assert (st.si[:, K.S_GROUP] == [0, 1, 2]).all()
-    freq = [out[:, (k + 1) * K.N_QUANT + K.Q_FREQ] for k in range(3)]
-    modal = [out[:, (k + 1) * K.N_QUANT + K.Q_MODAL] for k in range(3)]
+    freq = [out[:, (k + 1) * K.N_QUANT + K.Q_VALUE_FREQ] for k in range(3)]
+    modal = [out[:, (k + 1) * K.N_QUANT + K.Q_DIFFERS_FROM_MODAL] for k in range(3)]
     assert np.allclose(freq[1], 1.0) and not modal[1].any()
     for k in (0, 2):
         keys = [ncf[j, k].tobytes() for j in range(40)]
