@@ -70,7 +70,7 @@ def run_bench(cache_root: Path, spec: st.BenchSpec, *, workers: int = 2, repeat:
     for i in range(repeat):
         log(f"round {i + 1} of {repeat}")
         rounds.append(_round(record, spec, inputs, inputs.root / "cache", workers))
-    ranking = rank_notes(replace(QUICK_RANK if spec == st.QUICK else RankSpec(),
+    ranking = rank_notes(replace(RankSpec() if spec == st.BenchSpec() else QUICK_RANK,
                                  real_file=str(rank_file or "")), log)
     result = BenchResult(spec, inputs, before, os.getloadavg(), list(record.stages.values()),
                          {**st.median_notes(rounds), "ranking": ranking, "warm_s": warm_s},
