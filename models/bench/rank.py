@@ -1,20 +1,10 @@
-"""`bench` stages of the cost-model API (models/api.py): latency of one `CostModel.rank` call.
-
-On one core (the child is pinned to one CPU, Numba to one thread): ranking `candidates` configs
-of a generated layout graph of `nodes` nodes and `config_nodes` configurable nodes, cold (the
-graph's tables built) and warm (same graph, new candidates), and ranking `tile_configs` tile
-configs. Each candidate draws every node's layout from `node_values` values of that node, as
-in real files: among 1,000 configs of a dev file a node takes a median of 50 distinct values
-(efficientnet_b1 layout:xla:random; albert_base layout:nlp:random: 21). Warm calls whose
-candidates are all fresh random draws (about 670 distinct values per node) are timed too, as
-the worst case. Models are LambdaRank with the default settings trained to all their rounds
-(no early stopping), the largest a default run makes. Targets per 1,000 layout candidates:
-warm <= 100 ms, cold <= 1 s.
-
-With `real_file` (bench --rank-file), a real layout file is timed as well: cold on its own
-configs, warm on new candidates that draw each node's layout from the values that node takes in
-the file.
-"""
+"""`bench`'s ranking-API latency: one `CostModel.rank` call (models/api.py) on one core (every
+thread pinned to one CPU, Numba to one thread). Candidates of a generated layout graph draw each
+node's layout from `node_values` values of it, as in real files (a dev file's node takes a median
+of 50 distinct values in 1,000 configs); cold (the graph's tables built), warm (new candidates),
+and warm with fresh random draws (the worst case); and tile configs. Models: LambdaRank defaults,
+all rounds. Targets per 1,000 layout candidates: warm <= 100 ms, cold <= 1 s. `real_file`
+(--rank-file): a real layout file's graph too, warm candidates drawn from its own values."""
 from __future__ import annotations
 
 import os
@@ -56,14 +46,6 @@ LAYOUT, TILE = "layout:xla:random", "tile:xla"
 GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
 
 
-def _layout_arrays(rng, n_nodes: int, n_config_nodes: int, n_configs: int, runtime: bool):
-    graph = synth_graph.build_graph(rng, n_nodes, "xla")
-    ids = sample.choose_config_nodes(rng, graph, n_config_nodes)
-    cfg = sample.layout_configs(rng, graph, ids, n_configs, "random")
-    rt = sample.layout_runtime(graph, ids, cfg, rng, 0.003) if runtime else None
-    return graph, ids, sample.layout_arrays(graph, ids, cfg, rt)
-
-
 def _train(arrays: list[dict], collection: str, tmp: Path) -> LambdaRank:
     """LambdaRank, default settings, all rounds (no validation set), on these train graphs,
     written as files and read back so they are validated like any other."""
@@ -73,19 +55,16 @@ def _train(arrays: list[dict], collection: str, tmp: Path) -> LambdaRank:
         sample.write_npz(tmp / f"{collection.replace(':', '-')}-{i}.npz", a)
         g = read_graph(tmp / f"{collection.replace(':', '-')}-{i}.npz", collection, "train")
         sets.append(graph_feature_set(g, settings))
-    data = replace(sets[0], X=np.concatenate([s.X for s in sets]),
-                   runtime=np.concatenate([s.runtime for s in sets]),
-                   config_idx=np.concatenate([s.config_idx for s in sets]),
-                   dup_count=np.concatenate([s.dup_count for s in sets]),
-                   ptr=np.concatenate([[0], np.cumsum([s.X.shape[0] for s in sets])]),
-                   graph_ids=tuple(f"g{i}" for i in range(len(sets))))
-    kind = collection_kind(collection)
-    return LambdaRank(LAMBDARANK_DEFAULTS[kind]).fit(data)
+    joined = {k: np.concatenate([getattr(s, k) for s in sets])
+              for k in ("X", "runtime", "config_idx", "dup_count")}
+    data = replace(sets[0], **joined, graph_ids=tuple(f"g{i}" for i in range(len(sets))),
+                   ptr=np.concatenate([[0], np.cumsum([s.X.shape[0] for s in sets])]))
+    return LambdaRank(LAMBDARANK_DEFAULTS[collection_kind(collection)]).fit(data)
 
 
 def _models(spec: RankSpec, rng, tmp: Path) -> tuple[CostModel, dict, list[np.ndarray]]:
-    graph, ids, train = _layout_arrays(rng, spec.nodes, spec.config_nodes, spec.train_configs,
-                                       runtime=True)
+    graph, ids, train = stages.layout_arrays(rng, spec.nodes, spec.config_nodes,
+                                             spec.train_configs)
     values = sample.layout_configs(rng, graph, ids, spec.node_values, "random")
     calls = [_draw(rng, values, spec.candidates) for _ in range(spec.warm_calls + 1)]
     calls += [sample.layout_configs(rng, graph, ids, spec.candidates, "random")
@@ -132,7 +111,7 @@ def rank_latency(spec: RankSpec) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         model, graphs, calls = _models(spec, rng, Path(tmp))
     _one_core()
-    small = _layout_arrays(rng, 200, 20, 20, runtime=False)[2]   # loads every kernel once
+    small = stages.layout_arrays(rng, 200, 20, 20, runtime=False)[2]   # loads every kernel once
     model.rank(**{k: small[k] for k in GRAPH_KEYS}, node_config_feat=small["node_config_feat"])
     layout = graphs["layout"]
     cold = _cpu_timed(lambda: model.rank(**layout, node_config_feat=calls[0]))
@@ -173,13 +152,10 @@ def _real_latency(model: CostModel, spec: RankSpec, rng) -> dict:
 
 
 def rank_notes(spec: RankSpec, log=print) -> dict:
-    """Measure in a fresh child (format_rank_notes prints it).
-
-    The child's OpenMP threads wait passively (unless OMP_WAIT_POLICY says otherwise): LightGBM
-    starts its threads while training on both cores, and once the child is pinned to one, a
-    thread spinning at a barrier took the core from the next call (warm 100 ms against 93,
-    slots_set 7 ms against 3). A process started on one core has one OpenMP thread and no such
-    contest; libgomp reads the policy when the child starts, so it is set here."""
+    """Measure in a fresh child. Its OpenMP threads wait passively (unless OMP_WAIT_POLICY says
+    otherwise): LightGBM starts them while training on both cores, and once the child is pinned
+    to one, a thread spinning at a barrier took the core from the next call (warm 100 ms against
+    93). libgomp reads the policy when the child starts, so it is set here."""
     log("  ranking API latency (trains two models first) ...")
     before = os.environ.get("OMP_WAIT_POLICY")
     os.environ["OMP_WAIT_POLICY"] = before or "PASSIVE"
@@ -207,10 +183,8 @@ def format_rank_notes(notes: dict) -> list[str]:
 
 
 def _real_lines(real: dict | None) -> list[str]:
-    if not real:
-        return []
-    (cw, cc), (ww, wc) = real["cold"], real["warm"]
     return [f"ranking API on a real graph, {real['file']} ({real['nodes']:,} nodes / "
             f"{real['config_nodes']} configurable, a median of {real['median_distinct']:.0f} "
             f"distinct layouts per node): {real['candidates']:,} candidates cold "
-            f"{cw * 1e3:.0f} ms (CPU {cc * 1e3:.0f}), warm {ww * 1e3:.0f} ms (CPU {wc * 1e3:.0f})"]
+            f"{real['cold'][0] * 1e3:.0f} ms (CPU {real['cold'][1] * 1e3:.0f}), warm "
+            f"{real['warm'][0] * 1e3:.0f} ms (CPU {real['warm'][1] * 1e3:.0f})"] if real else []

@@ -98,7 +98,7 @@ def _round(run: st.Recorder, spec: st.BenchSpec, inputs: st.Inputs, work: Path,
     shutil.rmtree(work, ignore_errors=True)
     npz, c, layout = inputs.npz_root, spec.layout_configs, "layout:xla:random"
     run(BASELINE, st.baseline, 0)
-    run(FLOOR, st.decompress_floor, inputs.layout_file, items=c, unit="configs")
+    run(FLOOR, st.decompress_floor, st.layout_path(npz), items=c, unit="configs")
     # a default build keeps no int8 copy; an all-configs build makes one, its rebuild maps it
     run(DEFAULT_BUILD, st.build_stage, npz, layout, work, 1, items=c, unit="configs")
     for state in ("cold (npz)", "warm (int8 copy)"):
@@ -173,18 +173,15 @@ def format_bench(r: BenchResult) -> str:
         *format_rank_notes(r.notes["ranking"])])
 
 
-def _load(avg) -> str:
-    return " / ".join(f"{x:.2f}" for x in avg)
-
-
 def _header(r: BenchResult) -> list[str]:
     c, s, runs = r.conditions, r.spec, len(r.stages[0].runs)
+    load = [" / ".join(f"{x:.2f}" for x in avg) for avg in (c.load_average, r.load_after)]
     size = "full size" if r.judged else "reduced sizes, --quick: not judged against the targets"
     return [
         f"bench: {s.layout_configs:,}-config layout file, {s.tile_kernels:,} tile kernels "
         f"({size}); {runs} run{'s' * (runs > 1)} per stage",
         f"machine: {c.cpus} CPUs ({c.usable_cpus} usable); load average (1/5/15 min) "
-        f"{_load(c.load_average)} before the run, {_load(r.load_after)} after",
+        f"{load[0]} before the run, {load[1]} after",
         "versions: " + ", ".join(f"{k} {v}" for k, v in c.versions.items()),
         "inputs: " + ("generated in this run" if r.inputs.generated
                       else "reused from an earlier run") + f" ({r.inputs.root})",
@@ -208,12 +205,8 @@ def _table(stages: list[st.Stage]) -> list[str]:
 
 
 def _units_lines(u: pj.UnitCosts) -> list[str]:
-    def train(t: pj.TrainUnits) -> str:
-        return (f"fit {t.fit * 1e9:.0f} ns and validate {t.check * 1e9:.0f} ns per (row x "
-                f"round), predict {t.predict * 1e9:.1f} ns, load {t.load * 1e9:.1f} ns per value "
-                f"({t.columns} columns), {t.memory:.2f} MB per MB of matrix at the peak")
-    return [f"unit costs: read {u.read * 1e9:.1f} ns and featurize {u.featurize * 1e9:.1f} ns "
-            f"per (config x configurable node), graph tables {u.graph * 1e6:.1f} us per node, "
-            f"{u.tile_file * 1e3:.1f} ms per tile file (one core), {u.entry:.2f} s per entry, "
-            f"{u.pool:.2f} s per pool of {u.workers} workers, {u.baseline_mb:.0f} MB a process",
-            f"  tile: {train(u.tile)}", f"  layout: {train(u.layout)}"]
+    def fmt(d: dict) -> str:
+        return ", ".join(f"{k} {v:.3g}" for k, v in d.items() if not isinstance(v, dict))
+    units = asdict(u)
+    return [f"unit costs (s per unit, MB; models/bench/projection.UnitCosts): {fmt(units)}",
+            *(f"  {kind}: {fmt(units[kind])}" for kind in ("tile", "layout"))]

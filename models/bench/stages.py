@@ -87,8 +87,7 @@ class Stage:
 
 
 def peak_rss_mb() -> float:
-    """This process's own peak RSS, VmHWM. Not ru_maxrss: Linux carries the parent's peak
-    across fork + exec into a spawned child's, so every stage would show the input generation's."""
+    """This process's own peak RSS (VmHWM; a spawned child's ru_maxrss starts at its parent's)."""
     with open("/proc/self/status") as status:
         for line in status:
             if line.startswith("VmHWM:"):
@@ -165,12 +164,8 @@ class Inputs:
     def few_configs_root(self) -> Path:   # the layout file's graph with FEW_CONFIGS configs
         return self.root / "few" / "npz_all" / "npz"
 
-    @property
-    def layout_file(self) -> Path:
-        return _layout_path(self.npz_root)
 
-
-def _layout_path(npz_root: Path) -> Path:
+def layout_path(npz_root: Path) -> Path:
     return npz_root / "layout" / "xla" / "random" / "train" / "big.npz"
 
 
@@ -185,20 +180,25 @@ def ensure_inputs(cache_root: Path, spec: BenchSpec) -> Inputs:
     return replace(inputs, generated=any(made))
 
 
+def layout_arrays(rng, nodes: int, config_nodes: int, configs: int, runtime: bool = True):
+    """A generated layout:xla:random graph: (graph, configurable node ids, the file's arrays)."""
+    graph = synth_graph.build_graph(rng, nodes, "xla")
+    ids = sample.choose_config_nodes(rng, graph, config_nodes)
+    cfg = sample.layout_configs(rng, graph, ids, configs, "random")
+    rt = sample.layout_runtime(graph, ids, cfg, rng, 0.003) if runtime else None
+    return graph, ids, sample.layout_arrays(graph, ids, cfg, rt)
+
+
 def _layout_file(npz_root: Path, spec: BenchSpec) -> bool:
-    """One layout:xla:random train file (its graph depends on the seed and sizes, not on the
-    number of configs); whether it was generated now."""
-    path = _layout_path(npz_root)
-    if path.exists():
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(spec.seed)
-    graph = synth_graph.build_graph(rng, spec.layout_nodes, "xla")
-    ids = sample.choose_config_nodes(rng, graph, spec.layout_config_nodes)
-    cfg = sample.layout_configs(rng, graph, ids, spec.layout_configs, "random")
-    runtime = sample.layout_runtime(graph, ids, cfg, rng, 0.003)
-    sample.write_npz(path, sample.layout_arrays(graph, ids, cfg, runtime))
-    return True
+    """The layout train file (its graph depends on the seed and sizes, not on the number of
+    configs); whether it was generated now."""
+    path = layout_path(npz_root)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sample.write_npz(path, layout_arrays(np.random.default_rng(spec.seed), spec.layout_nodes,
+                                             spec.layout_config_nodes, spec.layout_configs)[2])
+        return True
+    return False
 
 
 def _tile_collection(npz_root: Path, spec: BenchSpec) -> bool:
@@ -237,7 +237,7 @@ def build_stage(npz_root: Path, collection: str, cache_root: Path, workers: int,
 def graph_tables_stage(npz_root: Path) -> float:
     """Seconds of the layout graph's per-graph features and static tables (the second call:
     the first loads the kernels)."""
-    g = read_graph(_layout_path(npz_root), "layout:xla:random", "train")
+    g = read_graph(layout_path(npz_root), "layout:xla:random", "train")
     graph_static(g, FeatureConfig())
     start = time.perf_counter()
     graph_static(g, FeatureConfig())
