@@ -143,11 +143,9 @@ def cmd_report(args) -> int:
 
 def cmd_bench(args) -> int:
     """Time and measure every stage on real-size generated files (100k-config layout file)."""
-    from models.bench import feature_stages as fb
-    from models.bench.run import format_bench, run_bench
-    spec = fb.QUICK if args.quick else fb.BenchSpec()
-    print(format_bench(run_bench(args.cache_dir, spec, workers=args.workers, repeat=args.repeat,
-                                 rank_file=args.rank_file)))
+    from models.bench.run import bench
+    print(bench(args.cache_dir, quick=args.quick, workers=args.workers, repeat=args.repeat,
+                rank_file=args.rank_file))
     return 0
 
 

@@ -1,13 +1,13 @@
-"""The benchmark's measuring helpers and report (the full run is the `bench` command)."""
+"""The benchmark's measuring helpers, errors, and its report on a small run."""
 from __future__ import annotations
 
-from pathlib import Path
+import json
 
 import numpy as np
 import pytest
 
-from models.bench import feature_stages as fb
-from models.bench.run import BenchResult, format_bench, run_bench
+from models.bench import stages as st
+from models.bench.run import FLOOR, run_bench, format_bench
 
 
 def _allocate(mb: int) -> int:
@@ -19,8 +19,8 @@ def test_each_stage_reports_its_own_peak_memory():
     # A large peak in the parent (as input generation leaves) must not show up in its children:
     # a spawned child's ru_maxrss starts from it.
     _allocate(800)
-    parent_peak = fb.peak_rss_mb()
-    record = fb.Recorder(log=lambda _: None)
+    parent_peak = st.peak_rss_mb()
+    record = st.Recorder(log=lambda _: None)
     assert record("big", _allocate, 400, items=400, unit="MB") == 400 * 2**20
     record("small", _allocate, 1)
     big, small = record.stages["big"], record.stages["small"]
@@ -31,7 +31,7 @@ def test_each_stage_reports_its_own_peak_memory():
 
 
 def _stage(name, seconds, rss=100.0):
-    return fb.Stage(name, [fb.Run(s, rss) for s in seconds], 100, "configs")
+    return st.Stage(name, [st.Run(s, rss) for s in seconds], 100, "configs")
 
 
 def test_stage_statistics_and_pairwise_ratios():
@@ -47,57 +47,46 @@ def test_stage_statistics_and_pairwise_ratios():
 def test_notes_are_medians_over_rounds():
     rounds = [{"fit": 3.0, "split": {"read": 0.1}}, {"fit": 1.0, "split": {"read": 0.3}},
               {"fit": 2.0, "split": {"read": 0.2}}]
-    assert fb.median_notes(rounds) == {"fit": 2.0, "split": {"read": 0.2}}
+    assert st.median_notes(rounds) == {"fit": 2.0, "split": {"read": 0.2}}
 
 
-def _result(spec, generated=True):
-    stages = [_stage("floor: numpy.load", [2.0, 4.0, 2.0], 900.0),
-              _stage("floor: inflate only", [1.0, 2.0, 1.0], 300.0),
-              _stage("build layout file, all configs, cold (npz)", [2.5, 6.8, 2.4], 1500.0)]
-    notes = {"split": {"read": 0.1, "per_graph": 0.2, "rows": 0.3, "slots": 0.1, "static": 0.1,
-                       "per_config": 1.0},
-             "per_config_seconds": {10: 0.001, 100: 0.01}, "int8_mb": 100.0,
-             "train": {"all_s": 1.0, "rows": 10, "whole_s": 1.5, "small_s": 0.2,
-                       "small_rows": 1, "watch_s": 0.9, "fit_rows": 8, "watched_rows": 2,
-                       "predict_s": 0.1},
-             "tile_rows": 10, "warm_kernels_s": 95.0}
-    conditions = fb.Conditions(2, 2, (1.5, 0.5, 0.25), {"python": "3.11.7", "numpy": "1.26.4"})
-    inputs = fb.Inputs(Path("big.npz"), Path("npz"), generated)
-    return BenchResult(spec, inputs, conditions, (2.0, 1.0, 0.5), stages, notes)
-
-
-def test_full_report_states_conditions_and_judges_the_targets():
-    text = format_bench(_result(fb.BenchSpec()))
-    assert "2 CPUs (2 usable)" in text and "1.50 / 0.50 / 0.25 before the run" in text
-    assert "python 3.11.7, numpy 1.26.4" in text and "generated in this run" in text
-    assert "3 runs per stage" in text
-    # median of 1.25, 1.70, 1.20; the peak is judged against 3 x 100 + 1024 MB
-    # against inflating alone: 2.5, 3.4, 2.4
-    assert ("all configs, cold (npz): 1.25x the decompression floor (runs 1.20-1.70x; 2.50x "
-            "inflating alone), peak RSS 1500 MB; 1.5x target met, peak RSS target MISSED") in text
-    assert "= 1324 MB" in text and "100.0 us/config" in text
-    assert "compiled where not cached, in 95.0 s, untimed" in text
-
-
-def test_quick_report_has_no_verdicts():
-    text = format_bench(_result(fb.QUICK, generated=False))
-    assert "reused from an earlier run" in text and "1.25x the decompression floor" in text
-    assert "target met" not in text and "MISSED" not in text and "not judged with --quick" in text
-
-
-def test_bench_needs_at_least_one_run(tmp_path):
+def test_bad_input_fails_before_anything_is_generated(tmp_path):
     with pytest.raises(ValueError, match="--repeat 0"):
-        run_bench(tmp_path, fb.QUICK, repeat=0)
+        run_bench(tmp_path, st.QUICK, repeat=0)
+    not_npz = tmp_path / "graph.npz"
+    not_npz.write_text("not a zip")
+    with pytest.raises(Exception, match="graph.npz"):
+        run_bench(tmp_path, st.QUICK, rank_file=not_npz)
     assert not (tmp_path / "bench").exists()
 
 
-def test_file_stages_run_on_a_file_larger_than_the_stats_sample(tmp_path):
-    # Files above per_config.STAT_CONFIGS configs draw a stats sample; the stages that featurize
-    # a file's first configs must cut every per-config array alike (a full bench once crashed).
-    spec = fb.BenchSpec(layout_configs=1_200, layout_config_nodes=8, layout_nodes=80,
-                        tile_kernels=1, config_steps=(1_200,))
-    path, generated = fb.ensure_layout_file(tmp_path, spec)
-    assert generated
-    split = fb.split_stage(path, tmp_path / "packed", 0.1)   # 0.1 MB: several chunks
-    assert split["configs"] == 1_200 and min(split.values()) > 0
-    assert fb.per_config_stage(path, tmp_path / "packed", 600, 0.1) > 0
+TINY = st.BenchSpec(layout_configs=1_500, layout_config_nodes=12, layout_nodes=200,
+                    tile_kernels=12, train_rounds=5, layout_train_rows=1_500)
+
+
+def test_a_small_run_reports_every_stage_the_projection_and_the_ranking(tmp_path):
+    logged = []
+    result = run_bench(tmp_path, TINY, workers=2, repeat=1, log=logged.append)
+    text = format_bench(result)
+    lines = text.splitlines()
+    assert lines[0].startswith("bench: 1,500-config layout file, 12 tile kernels (reduced sizes")
+    assert "1 run per stage" in lines[0] and "not judged" in lines[0]
+    assert lines[1].startswith("machine: ") and "load average" in lines[1]
+    assert "lightgbm" in lines[2] and "generated in this run" in lines[3]
+    table = {s.name: s for s in result.stages}
+    assert len(table) == 11 and all(len(s.runs) == 1 for s in table.values())
+    assert all(f"  {name} ..." in logged for name in table)
+    for name, s in table.items():   # one line of the table per stage, its ratio to the floor
+        row = next(line for line in lines if line.startswith(name + " "))
+        assert f"{s.seconds:.2f}" in row and f"{s.peak_rss_mb:.0f}" in row
+        ratio = f"{np.median(s.ratios_to(table[FLOOR])):.2f}"
+        last = ratio if name.startswith("build layout file") else f"{s.peak_rss_mb:.0f}"
+        assert row.split()[-1] == last
+    for collection in ("tile:xla", "layout:xla:default", "layout:nlp:random"):
+        assert any(line.startswith(collection + " ") for line in lines)
+    assert any(line.startswith("end to end ") and "target" not in line for line in lines)
+    assert any(line.startswith("dominant: ") for line in lines)
+    assert "per 1,000 layout candidates cold" in text
+    saved = json.loads((result.inputs.root / "bench.json").read_text())
+    assert saved["units"]["workers"] == 2 and saved["units"]["tile"]["columns"] > 0
+    assert set(saved["stages"][0]) >= {"name", "runs"}

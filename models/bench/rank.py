@@ -1,25 +1,13 @@
-"""`bench` stages of the cost-model API (models/api.py): latency of one `CostModel.rank` call.
-
-On one core (the child is pinned to one CPU, Numba to one thread): ranking `candidates` configs
-of a generated layout graph of `nodes` nodes and `config_nodes` configurable nodes, cold (the
-graph's tables built) and warm (same graph, new candidates), and ranking `tile_configs` tile
-configs. Each candidate draws every node's layout from `node_values` values of that node, as
-in real files: among 1,000 configs of a dev file a node takes a median of 50 distinct values
-(efficientnet_b1 layout:xla:random; albert_base layout:nlp:random: 21). Warm calls whose
-candidates are all fresh random draws (about 670 distinct values per node) are timed too, as
-the worst case. Models are LambdaRank with the default settings trained to all their rounds
-(no early stopping), the largest a default run makes. Targets per 1,000 layout candidates:
-warm <= 100 ms, cold <= 1 s. A profile of one warm call says where its time goes.
-
-With `real_file` (bench --rank-file), a real layout file is timed as well: cold on its own
-configs, warm on new candidates that draw each node's layout from the values that node takes in
-the file.
-"""
+"""`bench`'s ranking-API latency: one `CostModel.rank` call (models/api.py) on one core (every
+thread pinned to one CPU, Numba to one thread). Candidates of a generated layout graph draw each
+node's layout from `node_values` values of it, as in real files (a dev file's node takes a median
+of 50 distinct values in 1,000 configs); cold (the graph's tables built), warm (new candidates),
+and warm with fresh random draws (the worst case); and tile configs. Models: LambdaRank defaults,
+all rounds. Targets per 1,000 layout candidates: warm <= 100 ms, cold <= 1 s. `real_file`
+(--rank-file): a real layout file's graph too, warm candidates drawn from its own values."""
 from __future__ import annotations
 
-import cProfile
 import os
-import pstats
 import tempfile
 import time
 from dataclasses import dataclass, replace
@@ -28,15 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from features import FeatureConfig, sample, synth_graph
-from . import feature_stages as fb
-from features.candidates import candidate_rows, graph_from_arrays, read_candidates
+from . import stages
+from features.candidates import candidate_rows, read_candidates
 from features.io import read_graph
-from features.schema import collection_kind
-from features.table import graph_static, static_key
+from features.schema import collection_kind, collection_slug
 
 from models.api import CostModel
 from models.training.lgbm import LAMBDARANK_DEFAULTS, LambdaRank
-from models.training.run_files import ensemble_scores
 
 
 @dataclass(frozen=True)
@@ -59,36 +45,26 @@ LAYOUT, TILE = "layout:xla:random", "tile:xla"
 GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
 
 
-def _layout_arrays(rng, n_nodes: int, n_config_nodes: int, n_configs: int, runtime: bool):
-    graph = synth_graph.build_graph(rng, n_nodes, "xla")
-    ids = sample.choose_config_nodes(rng, graph, n_config_nodes)
-    cfg = sample.layout_configs(rng, graph, ids, n_configs, "random")
-    rt = sample.layout_runtime(graph, ids, cfg, rng, 0.003) if runtime else None
-    return graph, ids, sample.layout_arrays(graph, ids, cfg, rt)
-
-
 def _train(arrays: list[dict], collection: str, tmp: Path) -> LambdaRank:
     """LambdaRank, default settings, all rounds (no validation set), on these train graphs,
     written as files and read back so they are validated like any other."""
     settings = FeatureConfig(max_train_configs_layout=0, max_train_configs_tile=0)
     sets = []
     for i, a in enumerate(arrays):
-        sample.write_npz(tmp / f"{collection.replace(':', '-')}-{i}.npz", a)
-        g = read_graph(tmp / f"{collection.replace(':', '-')}-{i}.npz", collection, "train")
+        path = tmp / f"{collection_slug(collection)}-{i}.npz"
+        sample.write_npz(path, a)
+        g = read_graph(path, collection, "train")
         sets.append(candidate_rows(g, settings))
-    data = replace(sets[0], X=np.concatenate([s.X for s in sets]),
-                   runtime=np.concatenate([s.runtime for s in sets]),
-                   config_idx=np.concatenate([s.config_idx for s in sets]),
-                   dup_count=np.concatenate([s.dup_count for s in sets]),
-                   ptr=np.concatenate([[0], np.cumsum([s.X.shape[0] for s in sets])]),
-                   graph_ids=tuple(f"g{i}" for i in range(len(sets))))
-    kind = collection_kind(collection)
-    return LambdaRank(LAMBDARANK_DEFAULTS[kind]).fit(data)
+    joined = {k: np.concatenate([getattr(s, k) for s in sets])
+              for k in ("X", "runtime", "config_idx", "dup_count")}
+    data = replace(sets[0], **joined, graph_ids=tuple(f"g{i}" for i in range(len(sets))),
+                   ptr=np.concatenate([[0], np.cumsum([s.X.shape[0] for s in sets])]))
+    return LambdaRank(LAMBDARANK_DEFAULTS[collection_kind(collection)]).fit(data)
 
 
 def _models(spec: RankSpec, rng, tmp: Path) -> tuple[CostModel, dict, list[np.ndarray]]:
-    graph, ids, train = _layout_arrays(rng, spec.nodes, spec.config_nodes, spec.train_configs,
-                                       runtime=True)
+    graph, ids, train = stages.layout_arrays(rng, spec.nodes, spec.config_nodes,
+                                             spec.train_configs)
     values = sample.layout_configs(rng, graph, ids, spec.node_values, "random")
     calls = [_draw(rng, values, spec.candidates) for _ in range(spec.warm_calls + 1)]
     calls += [sample.layout_configs(rng, graph, ids, spec.candidates, "random")
@@ -122,12 +98,6 @@ def _one_core() -> None:
     numba.set_num_threads(1)
 
 
-def _timed(fn) -> tuple[float, object]:
-    start = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, out
-
-
 def _cpu_timed(fn) -> tuple[float, float]:
     """(wall, CPU) seconds: on a shared machine the CPU time is what a core of one's own needs."""
     wall, cpu = time.perf_counter(), time.process_time()
@@ -141,7 +111,7 @@ def rank_latency(spec: RankSpec) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         model, graphs, calls = _models(spec, rng, Path(tmp))
     _one_core()
-    small = _layout_arrays(rng, 200, 20, 20, runtime=False)[2]   # loads every kernel once
+    small = stages.layout_arrays(rng, 200, 20, 20, runtime=False)[2]   # loads every kernel once
     model.rank(**{k: small[k] for k in GRAPH_KEYS}, node_config_feat=small["node_config_feat"])
     layout = graphs["layout"]
     cold = _cpu_timed(lambda: model.rank(**layout, node_config_feat=calls[0]))
@@ -153,18 +123,14 @@ def rank_latency(spec: RankSpec) -> dict:
     tile = {k: graphs["tile"][k] for k in ("node_feat", "node_opcode", "edge_index",
                                             "config_feat")}
     tile_cold, tile_warm = [_cpu_timed(lambda: model.rank(**tile)) for _ in range(2)]
-    warm_wall, warm_cpu = np.median(np.array(warm), axis=0)
-    fresh_wall, fresh_cpu = np.median(np.array(fresh), axis=0)
-    return {"layout_cold": cold[0], "layout_warm": float(warm_wall), "warm_all": warm,
-            "layout_fresh": float(fresh_wall),
-            "tile_cold": tile_cold[0], "tile_warm": tile_warm[0],
-            "cpu": {"layout_cold": cold[1], "layout_warm": float(warm_cpu),
-                    "layout_fresh": float(fresh_cpu),
-                    "tile_cold": tile_cold[1], "tile_warm": tile_warm[1]},
-            "load_average": os.getloadavg(), "cpus": len(os.sched_getaffinity(0)),
-            "parts": _parts(model, layout, calls[spec.warm_calls]),
-            "profile": _profile(model, layout, calls[spec.warm_calls]),
+    return {"layout_cold": cold, "layout_warm": _median(warm), "layout_fresh": _median(fresh),
+            "tile_cold": tile_cold, "tile_warm": tile_warm, "load_average": os.getloadavg(),
             "real": _real_latency(model, spec, rng) if spec.real_file else None}
+
+
+def _median(times: list[tuple[float, float]]) -> tuple[float, float]:
+    """(wall, CPU): each the median over calls."""
+    return tuple(float(x) for x in np.median(np.array(times), axis=0))
 
 
 def _real_latency(model: CostModel, spec: RankSpec, rng) -> dict:
@@ -182,44 +148,19 @@ def _real_latency(model: CostModel, spec: RankSpec, rng) -> dict:
     return {"file": Path(spec.real_file).name, "nodes": int(g.node_feat.shape[0]),
             "config_nodes": int(nc), "candidates": int(min(c, spec.candidates)),
             "median_distinct": float(np.median(distinct)), "cold": cold,
-            "warm": tuple(np.median(np.array(warm), axis=0))}
-
-
-def _parts(model: CostModel, layout: dict, candidates: np.ndarray) -> dict:
-    """The steps of one rank call (models/api.py), timed one by one."""
-    t_check, g = _timed(lambda: graph_from_arrays({**layout, "node_config_feat": candidates},
-                                                  LAYOUT))
-    t_key, _ = _timed(lambda: static_key(g))
-    t_static, static = _timed(lambda: graph_static(g, model.settings))
-    t_feat, data = _timed(lambda: candidate_rows(g, model.settings, static))
-    t_pred, _ = _timed(lambda: ensemble_scores(model.models[LAYOUT], data))
-    return {"validate": t_check, "cache key": t_key, "graph-static tables (cold only)": t_static,
-            "per-candidate features": t_feat, "predict": t_pred, "columns": data.X.shape[1]}
-
-
-def _profile(model: CostModel, layout: dict, candidates: np.ndarray, top: int = 8) -> list:
-    """(function, own seconds) of the costliest functions of one warm call."""
-    profiler = cProfile.Profile()
-    profiler.runcall(model.rank, **layout, node_config_feat=candidates)
-    stats = pstats.Stats(profiler).stats
-    rows = sorted(((name if f == "~" else f"{Path(f).name}:{name}", tt)   # "~": built-ins
-                   for (f, _, name), (_, _, tt, _, _) in stats.items()), key=lambda r: -r[1])
-    return rows[:top]
+            "warm": _median(warm)}
 
 
 def rank_notes(spec: RankSpec, log=print) -> dict:
-    """Measure in a fresh child (models/bench prints it with format_rank_notes).
-
-    The child's OpenMP threads wait passively (unless OMP_WAIT_POLICY says otherwise): LightGBM
-    starts its threads while training on both cores, and once the child is pinned to one, a
-    thread spinning at a barrier took the core from the next call (warm 100 ms against 93,
-    slots_set 7 ms against 3). A process started on one core has one OpenMP thread and no such
-    contest; libgomp reads the policy when the child starts, so it is set here."""
+    """Measure in a fresh child. Its OpenMP threads wait passively (unless OMP_WAIT_POLICY says
+    otherwise): LightGBM starts them while training on both cores, and once the child is pinned
+    to one, a thread spinning at a barrier took the core from the next call (warm 100 ms against
+    93). libgomp reads the policy when the child starts, so it is set here."""
     log("  ranking API latency (trains two models first) ...")
     before = os.environ.get("OMP_WAIT_POLICY")
     os.environ["OMP_WAIT_POLICY"] = before or "PASSIVE"
     try:
-        child, result = fb.measure(rank_latency, spec)
+        child, result = stages.measure(rank_latency, spec)
     finally:
         if before is None:
             del os.environ["OMP_WAIT_POLICY"]
@@ -227,32 +168,23 @@ def rank_notes(spec: RankSpec, log=print) -> dict:
 
 
 def format_rank_notes(notes: dict) -> list[str]:
-    spec, cpu = notes["spec"], notes["cpu"]
-    per_k = 1e3 * 1000 / spec.candidates       # ms per 1,000 candidates
+    spec, per_k = notes["spec"], 1e3 * 1000 / notes["spec"].candidates   # ms per 1,000
 
-    def both(key: str) -> str:
-        return f"{notes[key] * per_k:.0f} ms (CPU {cpu[key] * per_k:.0f})"
+    def both(key: str, scale: float = per_k) -> str:
+        wall, cpu = notes[key]
+        return f"{wall * scale:.0f} ms (CPU {cpu * scale:.0f})"
     return [f"ranking API, one core, graph of {spec.nodes:,} nodes / {spec.config_nodes} "
             f"configurable, candidates drawing each node's layout from {spec.node_values} values:"
             f" per 1,000 layout candidates cold {both('layout_cold')}, warm "
             f"{both('layout_warm')} (targets 1000 / 100 ms); warm with every layout a fresh "
-            f"random draw (worst case) {both('layout_fresh')}; tile CPU "
-            f"{cpu['tile_cold'] * 1e3:.0f} / {cpu['tile_warm'] * 1e3:.0f} ms cold / warm per "
-            f"{spec.tile_configs:,}; load "
-            f"average {notes['load_average'][0]:.1f}; peak RSS includes training the models",
-            "  one call, step by step: " + ", ".join(
-                f"{k} {v * 1e3:.1f} ms" for k, v in notes["parts"].items() if k != "columns")
-            + f" ({notes['parts']['columns']} columns)",
-            "  warm call profile (own time): " + ", ".join(
-                f"{name} {t * 1e3:.0f} ms" for name, t in notes["profile"]),
-            *_real_lines(notes.get("real"))]
+            f"random draw (worst case) {both('layout_fresh')}; {spec.tile_configs:,} tile "
+            f"configs cold {both('tile_cold', 1e3)}, warm {both('tile_warm', 1e3)}; load "
+            f"average {notes['load_average'][0]:.1f}", *_real_lines(notes.get("real"))]
 
 
 def _real_lines(real: dict | None) -> list[str]:
-    if not real:
-        return []
-    (cw, cc), (ww, wc) = real["cold"], real["warm"]
     return [f"ranking API on a real graph, {real['file']} ({real['nodes']:,} nodes / "
             f"{real['config_nodes']} configurable, a median of {real['median_distinct']:.0f} "
             f"distinct layouts per node): {real['candidates']:,} candidates cold "
-            f"{cw * 1e3:.0f} ms (CPU {cc * 1e3:.0f}), warm {ww * 1e3:.0f} ms (CPU {wc * 1e3:.0f})"]
+            f"{real['cold'][0] * 1e3:.0f} ms (CPU {real['cold'][1] * 1e3:.0f}), warm "
+            f"{real['warm'][0] * 1e3:.0f} ms (CPU {real['warm'][1] * 1e3:.0f})"] if real else []

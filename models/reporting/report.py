@@ -192,7 +192,7 @@ def _default_fact(s: Section) -> str:
 
 
 def _graph_table(g: pl.DataFrame, kind: str) -> str:
-    rows = [f"<table><tr><th>graph (model's worst first)</th><th>model</th><th>random order</th>"
+    rows = ["<table><tr><th>graph (model's worst first)</th><th>model</th><th>random order</th>"
             "<th>compiler default first</th><th>model - best reference</th></tr>"]
     for r in g.head(WORST_ROWS).iter_rows(named=True):
         margin = r["model"] - np.fmax(r["random"], r["default_first"])
