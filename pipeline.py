@@ -182,9 +182,13 @@ def _worker_options(p) -> None:
                    help="processes building feature files in parallel (default 2)")
 
 
-def _data_options(p) -> None:
+def _data_dir_option(p) -> None:
     p.add_argument("--data-dir", help="TpuGraphs root (default: $TPUGRAPHS_DIR, then "
                                       "~/data/tpugraphs, then the generated sample)")
+
+
+def _data_options(p) -> None:
+    _data_dir_option(p)
     p.add_argument("--no-pack", dest="pack", action="store_false",
                    help="do not keep int8 copies of node_config_feat in the cache")
     p.add_argument("--scheduler", metavar="ADDRESS",
@@ -252,6 +256,30 @@ def _rank_options(p) -> None:
                         "tile:xla / layout:xla:random by its keys)")
 
 
+def cmd_tune_sim(args) -> int:
+    """Simulate autotuning on validation graphs: random search vs the model, frozen and updated."""
+    from models.training.run_files import latest_run
+    from models.tuning.simulate import SimSettings, format_table, simulate
+    source = _source(args)
+    run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
+    settings = SimSettings(round_size=args.round_size, max_graphs=args.max_graphs)
+    result = simulate(run_dir, source.npz_root, args.collections, settings,
+                      data=source.description)
+    print(format_table(result))
+    print(f"saved to {run_dir / 'tune_sim.json'}")
+    return 0
+
+
+def _tune_sim_options(p) -> None:
+    p.add_argument("--run", type=Path, help="run directory (default: the newest)")
+    p.add_argument("--collections", nargs="+", choices=COLLECTIONS, default=list(COLLECTIONS),
+                   help="collections to simulate (default: all)")
+    p.add_argument("--round-size", type=_at_least(1), default=5,
+                   help="measurements between two model updates (default 5)")
+    p.add_argument("--max-graphs", type=_at_least(0), default=0,
+                   help="validation graphs per collection (default 0 = all)")
+
+
 def _report_options(p) -> None:
     p.add_argument("--run", type=Path, help="run directory (default: the newest)")
     p.add_argument("--out", type=Path, help="report directory (default: <run>/report)")
@@ -274,6 +302,7 @@ COMMANDS = {
     "submit": (cmd_submit, (_cache_options, _worker_options, _data_options, _submit_options)),
     "rank": (cmd_rank, (_cache_options, _rank_options)),
     "report": (cmd_report, (_cache_options, _report_options)),
+    "tune-sim": (cmd_tune_sim, (_cache_options, _data_dir_option, _tune_sim_options)),
     "bench": (cmd_bench, (_cache_options, _worker_options, _bench_options)),
 }
 

@@ -30,10 +30,12 @@ def read_candidates(path: Path, collection: str) -> Graph:
     return _candidates(arrays, collection, path)
 
 
-def candidate_rows(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None) -> FeatureSet:
+def candidate_rows(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None,
+                   reference=None) -> FeatureSet:
     """One graph's rows as a FeatureSet in memory, as a cache entry would hold them. `static`:
-    table.graph_static(g, cfg) computed earlier for the same graph."""
-    X, columns, rows = graph_table(g, cfg, static)
+    table.graph_static(g, cfg) computed earlier for the same graph; `reference`:
+    table.graph_reference, the statistics the rows are set against (default: g's own configs)."""
+    X, columns, rows = graph_table(g, cfg, static, reference)
     return FeatureSet(X=X, runtime=rows.runtime, config_idx=rows.config_idx,
                       dup_count=rows.dup_count, ptr=np.array([0, X.shape[0]], np.int64),
                       graph_ids=(g.graph_id,), collection=g.collection, columns=tuple(columns))

@@ -275,47 +275,86 @@ def _layout_chunk(g: Graph, rows: np.ndarray, st: LayoutStatic, table: ValueCoun
                       merges]).astype(np.float32)
 
 
+class LayoutReference(NamedTuple):
+    """A graph's within-graph statistics, fixed per graph: the value shares of its reference
+    configs and the mean and spread of their `cfg.all.` columns. A file's reference is its
+    stat_rows; an autotuner's is whatever configs it fixes for the graph (models/api.py), so a
+    config's row never depends on the other configs ranked with it."""
+    table: ValueCounts
+    mean: np.ndarray
+    sd: np.ndarray
+
+
+def layout_reference(g: Graph, static: LayoutStatic, chunk: int) -> LayoutReference:
+    """The reference made of every config g holds."""
+    rows = np.arange(g.node_config_feat.shape[0])
+    codes = config_codes(g, rows)
+    table = value_counts(codes)
+    values = _chunked(g, rows, static, table, chunk, codes)
+    return LayoutReference(table, *_z_stats(values, layout_names()))
+
+
 def layout_full(g: Graph, rows: np.ndarray, *, chunk: int, seed: int = 0, static=None,
-                ) -> tuple[np.ndarray, list[str]]:
+                reference: LayoutReference | None = None) -> tuple[np.ndarray, list[str]]:
     """(r, ~600) float32 for the selected configs, computed chunk by chunk; z-scores and value
-    shares come from `stat_rows`, never from the selected (label-dependent) rows. `static` is
-    layout_static(g) when the caller already has it."""
+    shares come from `reference`, by default the file's `stat_rows`, never from the selected
+    (label-dependent) rows. `static` is layout_static(g) when the caller already has it."""
     names = layout_names()
     if g.node_config_ids.size == 0:
+        empty = np.zeros((1, len(names)), np.float32)
         return within_graph_z(np.zeros((rows.size, len(names)), np.float32),
-                              np.zeros((1, len(names)), np.float32), names)
+                              _z_stats(empty, names), names)
     st = layout_static(g) if static is None else static
+    if reference is not None:
+        return within_graph_z(_chunked(g, rows, st, reference.table, chunk), reference[1:], names)
     sample = stat_rows(g, seed)
     sample_codes = config_codes(g, sample)
     table = value_counts(sample_codes)
     wanted = np.union1d(rows, sample)
-    # Every selected row is in the sample (a file of at most STAT_CONFIGS configs, as a ranking
-    # call of up to that many candidates is): its codes are known
-    known = wanted.size == sample.size
+    # Every selected row is in the sample (a file of at most STAT_CONFIGS configs): its codes
+    # are known
+    values = _chunked(g, wanted, st, table, chunk,
+                      sample_codes if wanted.size == sample.size else None)
+    return within_graph_z(values[np.searchsorted(wanted, rows)],
+                          _z_stats(values[np.searchsorted(wanted, sample)], names), names)
+
+
+def _chunked(g: Graph, rows: np.ndarray, st: LayoutStatic, table: ValueCounts, chunk: int,
+             codes: np.ndarray | None = None) -> np.ndarray:
+    """_layout_chunk over `rows` a chunk at a time; codes: their config_codes when known."""
     parts = []
-    starts = range(0, wanted.size, chunk)
+    starts = range(0, rows.size, chunk)
     # Only big files get a bar (4+ chunks); tqdm itself stays quiet off a terminal.
     for s in tqdm(starts, desc=f"{g.graph_id} configs", unit="chunk", disable=None
                   if len(starts) >= 4 else True, leave=False):
-        parts.append(_layout_chunk(g, wanted[s:s + chunk], st, table,
-                                   np.ascontiguousarray(sample_codes[:, s:s + chunk])
-                                   if known else None))
-    values = np.concatenate(parts) if parts else np.zeros((0, len(names)), np.float32)
-    return within_graph_z(values[np.searchsorted(wanted, rows)],
-                          values[np.searchsorted(wanted, sample)], names)
+        parts.append(_layout_chunk(g, rows[s:s + chunk], st, table,
+                                   None if codes is None
+                                   else np.ascontiguousarray(codes[:, s:s + chunk])))
+    return np.concatenate(parts) if parts else np.zeros((0, len(layout_names())), np.float32)
 
 
-def within_graph_z(values: np.ndarray, reference: np.ndarray, names: list[str],
-                   prefix: str = "cfg.all.") -> tuple[np.ndarray, list[str]]:
-    """Append z-scores of the `prefix` columns against the reference rows' mean and spread.
+def _z_columns(names: list[str], prefix: str = "cfg.all.") -> list[int]:
+    return [i for i, n in enumerate(names) if n.startswith(prefix)]
+
+
+def _z_stats(reference: np.ndarray, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and spread of the reference rows' z-scored columns (spread 1 where it is 0)."""
+    ref = reference[:, _z_columns(names)].astype(np.float64)
+    if not ref.shape[0]:
+        return np.zeros(ref.shape[1]), np.ones(ref.shape[1])
+    sd = ref.std(axis=0)
+    return ref.mean(axis=0), np.where(sd > 0, sd, 1.0)
+
+
+def within_graph_z(values: np.ndarray, stats: tuple[np.ndarray, np.ndarray],
+                   names: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Append z-scores of the `cfg.all.` columns against a reference's mean and spread.
 
     Rankings are within a graph, but graphs differ in scale by orders of magnitude; a config's
     standing among its own graph's configs is what carries across graphs (solutions.md 7.7)."""
-    cols = [i for i, n in enumerate(names) if n.startswith(prefix)]
-    ref = reference[:, cols].astype(np.float64)
-    mean = ref.mean(axis=0) if ref.shape[0] else np.zeros(len(cols))
-    sd = ref.std(axis=0) if ref.shape[0] else np.ones(len(cols))
-    z = (values[:, cols] - mean) / np.where(sd > 0, sd, 1.0)
+    cols = _z_columns(names)
+    mean, sd = stats
+    z = (values[:, cols] - mean) / sd
     return (np.hstack([values, z.astype(np.float32)]),
             names + ["z." + names[i] for i in cols])
 

@@ -16,7 +16,8 @@ import polars as pl
 
 from .io import DEFAULT_CHUNK_MB, Graph, read_graph
 from .schema import collection_kind, is_tile
-from .per_config import EXTRACTORS, layout_static, stat_sample
+from .per_config import (EXTRACTORS, LayoutReference, layout_reference, layout_static,
+                         stat_sample)
 from .per_graph import graph_features
 from .rows import Rows, picked_configs, select_rows
 
@@ -104,15 +105,25 @@ def _caps(collection: str, cfg: FeatureConfig) -> dict:
                 max_valid_configs=cfg.max_valid_configs, seed=cfg.seed)
 
 
-def graph_parts(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None) -> GraphTable:
+def graph_reference(ref: Graph, cfg: FeatureConfig, static: GraphStatic) -> LayoutReference | None:
+    """The within-graph statistics of the configs `ref` holds, for graph_parts' `reference`
+    (None where the features have none: tile and 'basic')."""
+    if static.layout is None:
+        return None
+    return layout_reference(ref, static.layout, ref.chunk_configs(cfg.chunk_mb))
+
+
+def graph_parts(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None,
+                reference: LayoutReference | None = None) -> GraphTable:
     """The rows of one graph. `static`: graph_static(g, cfg) computed earlier for the same graph
-    (see static_key)."""
+    (see static_key); `reference`: graph_reference of the configs whose statistics the rows are
+    set against, by default the file's own sample (per_config.stat_rows)."""
     chunk = g.chunk_configs(cfg.chunk_mb)
     rows = select_rows(g, chunk=chunk, **_caps(g.collection, cfg))
     if static is None:
         static = graph_static(g, cfg)
     kind = collection_kind(g.collection)
-    extra = {} if static.layout is None else {"static": static.layout}
+    extra = {} if static.layout is None else {"static": static.layout, "reference": reference}
     cv, cnames = EXTRACTORS[(kind, cfg.feature_set)](g, rows.config_idx, chunk=chunk,
                                                      seed=cfg.seed, **extra)
     return GraphTable(np.asarray(static.values, np.float32), np.asarray(cv, np.float32),
@@ -120,9 +131,9 @@ def graph_parts(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None)
 
 
 def graph_table(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None,
-                ) -> tuple[np.ndarray, list[str], Rows]:
+                reference: LayoutReference | None = None) -> tuple[np.ndarray, list[str], Rows]:
     """(r, d) float32 feature rows of one graph, their column names and the selected rows."""
-    t = graph_parts(g, cfg, static)
+    t = graph_parts(g, cfg, static, reference)
     return t.X, t.columns, t.rows
 
 

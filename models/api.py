@@ -1,18 +1,28 @@
-"""A trained run as a cost model an autotuner can call: rank the candidate configs of one graph.
+"""A trained run as the cost model of an autotuner: rank candidate configs of a graph, learn from
+the configs it measures, save and load what it learnt.
 
     model = CostModel.load(run_dir)
-    ranking = model.rank(node_feat=..., node_opcode=..., edge_index=..., node_config_ids=...,
-                         node_splits=..., node_config_feat=candidates)     # (c, nc, 18)
+    graph = dict(node_feat=..., node_opcode=..., edge_index=..., node_config_ids=...,
+                 node_splits=...)
+    ranking = model.rank(**graph, node_config_feat=candidates)     # (c, nc, 18)
     ranking.order[:10]      # candidate indices, predicted fastest first
+    model.update(**graph, node_config_feat=measured, runtimes=seconds)
+    model.save(path); CostModel.load(path)
 
-Features and models are exactly `submit`'s (features.table.graph_table, models.serving.predict), so a
-test file ranks identically through either. An autotuner asks again and again about one graph
-with new candidates, so what depends only on the graph is computed once and kept, keyed by the
-graph's content (features.table.static_key), for the last `cache_size` graphs.
+Scores mean the same in every call: a config's score depends on the graph and the config, never
+on the other candidates. The within-graph statistics among the features and each seed model's
+scale come from the graph's reference configs (models/tuning/graph_state.py), fixed the first time
+a graph is seen: `reference=` if given (a uniform sample of the tuner's search space is a good
+one), else that call's candidates. Features and models are `submit`'s, so a test file ranks
+identically through either. What depends only on the graph is computed once and kept, keyed by
+the graph's content, for the last `cache_size` graphs (graphs with measurements are never
+dropped).
 """
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,19 +30,22 @@ from pathlib import Path
 import numpy as np
 
 from features import COLLECTIONS, FeatureConfig, Graph
-from features.candidates import (candidate_kind, candidate_rows, collection_from_path,
-                                 graph_from_arrays, npz_keys, read_candidates)
-from features.schema import is_tile
-from features.table import GraphStatic, graph_static, static_key
+from features.candidates import (candidate_kind, collection_from_path, graph_from_arrays,
+                                 npz_keys, read_candidates)
+from features.schema import collection_kind, is_tile
 
 from .metrics import TILE_TOP_K, predicted_order
 from .serving.predict import StaleRunError, check_signature, collection_models, read_run
-from .training.run_files import ensemble_scores
+from .tuning.graph_state import (GraphState, Scorer, config_key, default_reference, graph_key,
+                                 with_configs)
+from .tuning.refine import Refinement
 
 # A layout graph outside the TpuGraphs tree gets the random-search model: random search covers
 # the config space evenly, as an autotuner's proposals do, where the genetic 'default' search
 # stays close to the compiler default.
 DEFAULT_COLLECTION = {"tile": "tile:xla", "layout": "layout:xla:random"}
+SAVED = "cost_model.json"
+GRAPH_ARRAYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
 
 
 @dataclass(frozen=True)
@@ -40,6 +53,7 @@ class Ranking:
     collection: str
     scores: np.ndarray    # (c,) float64 per candidate, higher = predicted faster
     order: np.ndarray     # (c,) int64 candidate indices, predicted fastest first
+    spread: np.ndarray    # (c,) the seed models' disagreement (0 for a one-seed run)
 
     def top(self, k: int | None = None) -> list[tuple[int, float]]:
         """[(candidate index, score)] of the k predicted fastest (all when k is None)."""
@@ -47,46 +61,45 @@ class Ranking:
 
 
 class CostModel:
-    """Scores candidate configs of a graph with one trained model per collection.
-
-    The within-graph statistics among the features (z-scores of the config features, how often
-    each node's layout value occurs) are taken over the configs present, that is, over the
-    candidates passed to one call: rank a graph's candidates together, not one at a time."""
+    """Scores candidate configs of a graph with one trained model per collection."""
 
     def __init__(self, models: dict[str, list], settings: FeatureConfig, *,
                  cache_size: int = 8, source: str = "", without: tuple[str, ...] = ()):
         self.models, self.settings, self.source = models, settings, source
         self.without = tuple(without)   # feature families the run left out
         self.cache_size = cache_size
-        self._static: OrderedDict[str, GraphStatic] = OrderedDict()
+        self._graphs: OrderedDict[str, tuple[Graph, GraphState]] = OrderedDict()
         self.cache_hits = self.cache_misses = 0
 
     @classmethod
-    def load(cls, run_dir: str | Path, *, cache_size: int = 8) -> "CostModel":
-        """Every collection's models of a run made by `pipeline.py train`; StaleRunError if the
-        run was trained on other feature code or settings than the current ones."""
-        run_dir = Path(run_dir)
-        record = read_run(run_dir)
-        check_signature(record, run_dir)    # also for settings this code no longer has
+    def load(cls, path: str | Path, *, cache_size: int = 8) -> "CostModel":
+        """A run made by `pipeline.py train`, or a model saved by `save` (with its graphs'
+        references and measurements); StaleRunError if the run was trained on other feature
+        code or settings than the current ones."""
+        path = Path(path)
+        if (path / SAVED).is_file():
+            return _load_saved(cls, path, cache_size)
+        record = read_run(path)
+        check_signature(record, path)    # also for settings this code no longer has
         settings = FeatureConfig(**record["features"]["settings"])
-        models = {c: collection_models(run_dir, c) for c in record["metrics"]}
-        return cls(models, settings, cache_size=cache_size, source=str(run_dir),
+        models = {c: collection_models(path, c) for c in record["metrics"]}
+        return cls(models, settings, cache_size=cache_size, source=str(path),
                    without=tuple(record["train_config"].get("without", ())))
 
     def rank(self, *, node_feat, node_opcode, edge_index, node_config_ids=None,
-             node_splits=None, node_config_feat=None, config_feat=None,
+             node_splits=None, node_config_feat=None, config_feat=None, reference=None,
              collection: str | None = None, name: str = "graph") -> Ranking:
         """Rank candidates given as arrays, named as in the dataset: layout candidates as
         node_config_feat (c, nc, 18) with node_config_ids (nc,), tile ones as config_feat (c, 24).
-        No runtimes. `collection` picks the model (default tile:xla / layout:xla:random); `name`
-        stands for a file stem (graph id) and names the input in errors (DataFormatError)."""
-        arrays = dict(node_feat=node_feat, node_opcode=node_opcode, edge_index=edge_index,
-                      node_config_ids=node_config_ids, node_splits=node_splits,
-                      node_config_feat=node_config_feat, config_feat=config_feat)
-        given = [k for k, v in arrays.items() if v is not None]
-        kind = candidate_kind(given, Path(name))
-        g = graph_from_arrays(arrays, self._collection(kind, collection), name=name)
-        return self.rank_graph(g)
+        No runtimes. `reference`: configs (same layout) fixing the graph's statistics the first
+        time the graph is seen (default: these candidates). `collection` picks the model
+        (default tile:xla / layout:xla:random); `name` stands for a file stem (graph id) and
+        names the input in errors (DataFormatError)."""
+        g = self._graph(dict(node_feat=node_feat, node_opcode=node_opcode, edge_index=edge_index,
+                             node_config_ids=node_config_ids, node_splits=node_splits,
+                             node_config_feat=node_config_feat, config_feat=config_feat),
+                        collection, name)
+        return self.rank_graph(g, reference)
 
     def rank_file(self, path: str | Path, *, collection: str | None = None) -> Ranking:
         """Rank every config of an npz file; config_runtime may be missing or zero. The collection
@@ -96,24 +109,60 @@ class CostModel:
         chosen = self._collection(kind, collection or collection_from_path(path))
         return self.rank_graph(read_candidates(path, chosen))
 
-    def rank_graph(self, g: Graph) -> Ranking:
+    def rank_graph(self, g: Graph, reference=None) -> Ranking:
         """Rank the configs of a validated test-split Graph (see features.candidates)."""
-        data = candidate_rows(g, self.settings, self._graph_static(g)).without(self.without)
-        scores = ensemble_scores(self.models[g.collection], data)
-        return Ranking(g.collection, scores, data.config_idx[predicted_order(scores)])
+        scorer, state = self._state(g, reference)
+        scores, spread = scorer.scores(g, state)
+        return Ranking(g.collection, scores, predicted_order(scores), spread)
 
-    def _graph_static(self, g: Graph) -> GraphStatic:
-        key = static_key(g)
-        if key in self._static:
+    def update(self, *, runtimes, node_feat, node_opcode, edge_index, node_config_ids=None,
+               node_splits=None, node_config_feat=None, config_feat=None, reference=None,
+               collection: str | None = None, name: str = "graph") -> int:
+        """Learn from measured configs of a graph (arrays as in `rank`, `runtimes` (c,) in any
+        unit, lower = faster): later scores of this graph start from the trained model and
+        move towards what was measured, more as measurements accumulate. Returns how many
+        measurements the graph has."""
+        g = self._graph(dict(node_feat=node_feat, node_opcode=node_opcode, edge_index=edge_index,
+                             node_config_ids=node_config_ids, node_splits=node_splits,
+                             node_config_feat=node_config_feat, config_feat=config_feat),
+                        collection, name)
+        runtimes = _runtimes(runtimes, g, name)
+        scorer, state = self._state(g, reference)
+        scorer.update(with_configs(g, getattr(g, config_key(g)), runtimes), state)
+        return int(state.runtimes.size)
+
+    def save(self, path: str | Path) -> Path:
+        """The run's models, and every graph's reference and measurements, in one directory
+        (native LightGBM/XGBoost files, npz arrays, JSON); CostModel.load(path) restores it."""
+        return _save(self, Path(path))
+
+    def _graph(self, arrays: dict, collection: str | None, name: str) -> Graph:
+        given = [k for k, v in arrays.items() if v is not None]
+        kind = candidate_kind(given, Path(name))
+        return graph_from_arrays(arrays, self._collection(kind, collection), name=name)
+
+    def _state(self, g: Graph, reference) -> tuple[Scorer, GraphState]:
+        scorer = Scorer(self.models[g.collection], self.settings, self.without)
+        key = graph_key(g)
+        if key in self._graphs:
             self.cache_hits += 1
-            self._static.move_to_end(key)
-            return self._static[key]
+            self._graphs.move_to_end(key)
+            return scorer, self._graphs[key][1]
         self.cache_misses += 1
-        static = graph_static(g, self.settings)
-        self._static[key] = static
-        if len(self._static) > self.cache_size:
-            self._static.popitem(last=False)
-        return static
+        configs = default_reference(g, self.settings.seed) if reference is None else \
+            getattr(self._graph({**_graph_arrays(g), config_key(g): reference}, g.collection,
+                                f"{g.graph_id} reference"), config_key(g))
+        state = scorer.new_state(g, configs)
+        self._keep(key, g, state)
+        return scorer, state
+
+    def _keep(self, key: str, g: Graph, state: GraphState) -> None:
+        self._graphs[key] = (g, state)
+        for old in list(self._graphs):
+            if len(self._graphs) <= self.cache_size:
+                break
+            if self._graphs[old][1].measured is None:   # what was learnt is never dropped
+                del self._graphs[old]
 
     def _collection(self, kind: str, collection: str | None) -> str:
         chosen = collection or DEFAULT_COLLECTION[kind]
@@ -125,6 +174,62 @@ class CostModel:
             raise StaleRunError(f"{self.source or 'this model'} has no model for {chosen}; it has "
                                 f"{sorted(self.models)}")
         return chosen
+
+
+def _runtimes(runtimes, g: Graph, name: str) -> np.ndarray:
+    r = np.asarray(runtimes, np.float64)
+    c = getattr(g, config_key(g)).shape[0]
+    if r.shape != (c,) or not np.all(np.isfinite(r)) or np.any(r <= 0):
+        raise ValueError(f"{name}: runtimes must be {c} finite positive numbers, one per "
+                         f"measured config; got shape {r.shape}")
+    return r
+
+
+def _graph_arrays(g: Graph) -> dict:
+    return {k: getattr(g, k) for k in GRAPH_ARRAYS if getattr(g, k) is not None}
+
+
+def _save(model: CostModel, path: Path) -> Path:
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(model.source, tmp / "run")
+    graphs = []
+    for i, (g, state) in enumerate(model._graphs.values()):
+        arrays = {**_graph_arrays(g), "reference": state.configs}
+        if state.measured is not None:
+            arrays.update(measured=state.measured, runtimes=state.runtimes)
+        np.savez(tmp / f"graph-{i}.npz", **arrays)
+        if state.refinement is not None:
+            state.refinement.save(tmp / f"graph-{i}.refine.txt")
+        graphs.append({"file": f"graph-{i}.npz", "collection": g.collection, "name": g.graph_id,
+                       "refinement_weight": None if state.refinement is None
+                       else state.refinement.weight})
+    (tmp / SAVED).write_text(json.dumps({"run": "run", "trained_run": model.source,
+                                         "graphs": graphs}, indent=1))
+    if path.exists():
+        shutil.rmtree(path)
+    tmp.rename(path)
+    return path
+
+
+def _load_saved(cls, path: Path, cache_size: int) -> CostModel:
+    record = json.loads((path / SAVED).read_text())
+    model = cls.load(path / record["run"], cache_size=max(cache_size, len(record["graphs"])))
+    for entry in record["graphs"]:
+        with np.load(path / entry["file"]) as z:
+            arrays = {k: z[k] for k in z.files}
+        kind = collection_kind(entry["collection"])
+        g = model._graph({**{k: arrays[k] for k in GRAPH_ARRAYS if k in arrays},
+                          ("config_feat" if kind == "tile" else "node_config_feat"):
+                          arrays["reference"]}, entry["collection"], entry["name"])
+        scorer, state = model._state(g, arrays["reference"])
+        if "measured" in arrays:
+            state.measured, state.runtimes = arrays["measured"], arrays["runtimes"]
+        if entry["refinement_weight"] is not None:
+            state.refinement = Refinement.load(path / entry["file"].replace(".npz", ".refine.txt"),
+                                               entry["refinement_weight"])
+    model.cache_hits = model.cache_misses = 0
+    return model
 
 
 def format_ranking(ranking: Ranking, *, top: int | None = None, as_json: bool = False) -> str:

@@ -146,18 +146,38 @@ def test_warm_calls_reuse_graph_tables_and_equal_cold_calls(trained_run, layout_
     warm.rank(**graph, node_config_feat=ncf[:60])
     got = warm.rank(**graph, node_config_feat=ncf[60:])     # new candidates, same graph
     assert (warm.cache_misses, warm.cache_hits) == (1, 1)
-    cold = CostModel.load(trained_run).rank(**graph, node_config_feat=ncf[60:])
-    np.testing.assert_array_equal(got.scores, cold.scores)
-    # No candidate sets node 0's input layout: the tables may differ, so they are rebuilt.
-    unset = ncf[60:].copy()
-    unset[:, 0, 6:12] = -1
-    got = warm.rank(**graph, node_config_feat=unset)
-    assert (warm.cache_misses, warm.cache_hits) == (2, 1)
-    cold = CostModel.load(trained_run).rank(**graph, node_config_feat=unset)
+    cold = CostModel.load(trained_run).rank(**graph, node_config_feat=ncf[60:],
+                                            reference=ncf[:60])
     np.testing.assert_array_equal(got.scores, cold.scores)
     # Another graph (one node feature changed) is another entry.
-    warm.rank(**{**graph, "node_feat": graph["node_feat"] * 1.5}, node_config_feat=unset)
-    assert (warm.cache_misses, warm.cache_hits) == (3, 1)
+    warm.rank(**{**graph, "node_feat": graph["node_feat"] * 1.5}, node_config_feat=ncf)
+    assert (warm.cache_misses, warm.cache_hits) == (2, 1)
+
+
+@pytest.mark.parametrize("kind", ["layout", "tile"])
+def test_a_config_scores_the_same_in_any_batch(trained_run, layout_graph, tiny_npz, kind):
+    """The score of a config depends on the graph and the config, not on the batch around it."""
+    if kind == "layout":
+        arrays, key = dict(layout_graph), "node_config_feat"
+    else:
+        arrays, key = _candidates(_arrays(list_npz(tiny_npz, "tile:xla", "test")[0])), "config_feat"
+    configs = arrays.pop(key)
+    reference = configs[::2]
+    rng = np.random.default_rng(0)
+    target = 7
+    scores = []
+    for size in (1, 10, configs.shape[0]):
+        model = CostModel.load(trained_run)     # a fresh model each time: no state carried over
+        others = rng.choice(np.delete(np.arange(configs.shape[0]), target), size - 1, replace=False)
+        batch = np.concatenate([[target], others])
+        rng.shuffle(batch)
+        ranking = model.rank(**arrays, **{key: configs[batch]}, reference=reference)
+        scores.append(ranking.scores[np.flatnonzero(batch == target)[0]])
+    assert scores[0] == scores[1] == scores[2]
+    # Without a reference, the first call's candidates become the graph's: later calls agree.
+    model = CostModel.load(trained_run)
+    model.rank(**arrays, **{key: reference})
+    assert model.rank(**arrays, **{key: configs[[target]]}).scores[0] == scores[0]
 
 
 def test_the_cache_keeps_the_most_recent_graphs(trained_run, layout_graph):
@@ -178,4 +198,7 @@ def test_the_readme_example_runs_as_written(trained_run, tiny_root, tmp_path, mo
     (cache / "sample").symlink_to(tiny_root)
     monkeypatch.chdir(tmp_path)
     exec(compile(code, "README.md", "exec"), {})
-    assert "layout:xla:random" in capsys.readouterr().out
+    assert capsys.readouterr().out.startswith("best found:")
+    saved = CostModel.load(cache / "tuner")            # resumes with the 20 measurements
+    (_, state), = saved._graphs.values()
+    assert state.runtimes.size == 20

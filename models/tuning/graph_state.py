@@ -1,0 +1,106 @@
+"""One graph as the cost model keeps it: its fixed reference, the tables computed once, each
+seed model's centre and scale on the reference, and what it has learnt from measurements.
+
+A score is the mean over the run's seed models of each model's score standardised against the
+reference configs, plus the refinement (refine.py): it depends on the graph and the config alone,
+never on the other candidates of a call. The spread is the seed models' standard deviation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from features import FeatureConfig, FeatureSet, Graph
+from features.candidates import candidate_rows
+from features.per_config import LayoutReference, stat_sample
+from features.schema import is_tile
+from features.table import GraphStatic, graph_reference, graph_static, static_key
+
+from .refine import Refinement, refine
+
+
+def config_key(g: Graph) -> str:
+    return "config_feat" if is_tile(g.collection) else "node_config_feat"
+
+
+def with_configs(g: Graph, configs: np.ndarray, runtime: np.ndarray | None = None) -> Graph:
+    """g holding other configs (and their runtimes; zeros when unknown)."""
+    c = configs.shape[0]
+    runtime = np.zeros(c, np.int64) if runtime is None else np.asarray(runtime)
+    extra = {"config_runtime_normalizers": np.ones(c, np.int64)} if is_tile(g.collection) else {}
+    return g._replace(**{config_key(g): configs}, config_runtime=runtime, config_index=None,
+                      row_hashes=None, config_slots=None, **extra)
+
+
+def graph_key(g: Graph) -> str:
+    """The graph's identity, whatever configs it holds."""
+    return static_key(g._replace(node_config_feat=None, config_feat=None, config_slots=None))
+
+
+def default_reference(g: Graph, seed: int) -> np.ndarray:
+    """The configs g holds, sampled as a file's within-graph statistics are (stat_sample), so
+    that a whole test file given as arrays is ranked exactly as `submit` ranks it."""
+    configs = getattr(g, config_key(g))
+    return configs[stat_sample(configs.shape[0], seed, g.graph_id)]
+
+
+@dataclass
+class GraphState:
+    static: GraphStatic
+    reference: LayoutReference | None
+    centre: np.ndarray      # (m,) per seed model: mean score of the reference configs
+    scale: np.ndarray       # (m,) their standard deviation (1 where it is 0)
+    configs: np.ndarray     # the reference configs
+    measured: np.ndarray | None = None     # configs measured so far
+    runtimes: np.ndarray | None = None
+    refinement: Refinement | None = None
+
+
+class Scorer:
+    """Scores for one run's seed models under fixed feature settings."""
+
+    def __init__(self, models: list, settings: FeatureConfig, without: tuple[str, ...]):
+        self.models, self.settings, self.without = models, settings, without
+
+    def rows(self, g: Graph, state: GraphState) -> FeatureSet:
+        return candidate_rows(g, self.settings, state.static, state.reference).without(self.without)
+
+    def new_state(self, g: Graph, configs: np.ndarray) -> GraphState:
+        """The state of graph g with `configs` as its reference."""
+        ref = with_configs(g, configs)
+        static = graph_static(ref, self.settings)
+        reference = graph_reference(ref, self.settings, static)
+        state = GraphState(static, reference, np.zeros(len(self.models)),
+                           np.ones(len(self.models)), configs)
+        raw = np.array([m.predict(self.rows(ref, state)) for m in self.models])
+        sd = raw.std(axis=1)
+        state.centre, state.scale = raw.mean(axis=1), np.where(sd > 0, sd, 1.0)
+        return state
+
+    def prior(self, data: FeatureSet, state: GraphState) -> np.ndarray:
+        """(m, r) each seed model's standardised score of the rows."""
+        raw = np.array([m.predict(data) for m in self.models])
+        return (raw - state.centre[:, None]) / state.scale[:, None]
+
+    def scores(self, g: Graph, state: GraphState) -> tuple[np.ndarray, np.ndarray]:
+        """(score, spread) per config g holds, in g's order (higher score = predicted faster)."""
+        data = self.rows(g, state)
+        per_model = self.prior(data, state)
+        score = per_model.mean(axis=0)
+        if state.refinement is not None:
+            score = score + state.refinement(data.X, score)
+        out, spread = np.empty(score.size), np.empty(score.size)
+        out[data.config_idx], spread[data.config_idx] = score, per_model.std(axis=0)
+        return out, spread
+
+    def update(self, g: Graph, state: GraphState) -> None:
+        """Add g's configs and runtimes to the measurements and refit the refinement."""
+        configs, runtime = getattr(g, config_key(g)), np.asarray(g.config_runtime, np.float64)
+        if state.measured is not None:
+            configs = np.concatenate([state.measured, configs])
+            runtime = np.concatenate([state.runtimes, runtime])
+        state.measured, state.runtimes = configs, runtime
+        data = self.rows(with_configs(g, configs), state)
+        prior = self.prior(data, state).mean(axis=0)
+        state.refinement = refine(data.X, prior, runtime[data.config_idx])

@@ -1,0 +1,114 @@
+"""tune-sim: how much the cost model helps a search, on graphs whose every config is measured.
+
+For each validation graph, the pool is the file's configs and a "measurement" reads the file's
+runtime. Three searches spend the same budget: random picks (the exact expectation over all
+draws), the frozen model (its order, top first) and the model with updates (rounds of its top
+unmeasured picks, each round's runtimes fed to CostModel.update before the next). Reported: the
+best runtime found over the file's best after each budget (1.000 = the best config found).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from math import lgamma
+from pathlib import Path
+
+import numpy as np
+
+from features.candidates import read_candidates
+from features.io import list_npz, read_graph
+from features.rows import target_runtime
+
+from models.api import CostModel
+from models.tuning.graph_state import config_key
+
+STRATEGIES = ("random", "frozen", "updated")
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    budgets: tuple[int, ...] = (5, 10, 20, 50, 100)
+    round_size: int = 5            # measurements between two updates
+    max_graphs: int = 0            # per collection (0 = every validation graph)
+
+
+def random_best(runtime: np.ndarray, k: int) -> float:
+    """E[min of k configs drawn without replacement]: sorted r_j is the min when the other k-1
+    come from the n-j slower ones, C(n-j, k-1) / C(n, k) of the draws."""
+    r = np.sort(np.asarray(runtime, np.float64))
+    n, k = r.size, min(k, r.size)
+    j = np.arange(1, n + 1)
+    log_c = lambda a, b: lgamma(a + 1) - lgamma(b + 1) - lgamma(a - b + 1)
+    weights = np.array([np.exp(log_c(n - i, k - 1) - log_c(n, k)) if n - i >= k - 1 else 0.0
+                        for i in j])
+    return float(weights @ r)
+
+
+def _found(runtime: np.ndarray, picks: np.ndarray, budgets) -> list[float]:
+    best = runtime.min()
+    return [float(runtime[picks[:k]].min() / best) for k in budgets]
+
+
+def _updated_picks(model: CostModel, g, runtime: np.ndarray, s: SimSettings) -> np.ndarray:
+    """Picks of the search that updates the model after every round."""
+    arrays = {k: getattr(g, k) for k in ("node_feat", "node_opcode", "edge_index",
+                                         "node_config_ids", "node_splits")
+              if getattr(g, k) is not None}
+    configs, key = getattr(g, config_key(g)), config_key(g)
+    picks: list[int] = []
+    budget = min(max(s.budgets), runtime.size)
+    order = model.rank_graph(g).order
+    while len(picks) < budget:
+        taken = set(picks)
+        new = [int(i) for i in order if int(i) not in taken][:min(s.round_size,
+                                                                   budget - len(picks))]
+        picks += new
+        if len(picks) < budget:
+            model.update(**arrays, **{key: configs[new]}, runtimes=runtime[new],
+                         collection=g.collection, name=g.graph_id)
+            order = model.rank_graph(g).order
+    return np.array(picks)
+
+
+def simulate_graph(model: CostModel, path: Path, collection: str, s: SimSettings) -> dict:
+    runtime = target_runtime(read_graph(path, collection, "valid"))
+    g = read_candidates(path, collection)
+    fresh = CostModel(model.models, model.settings, without=model.without, source=model.source)
+    return {"graph": path.stem, "configs": int(runtime.size),
+            "random": [random_best(runtime, k) / runtime.min() for k in s.budgets],
+            "frozen": _found(runtime, model.rank_graph(g).order, s.budgets),
+            "updated": _found(runtime, _updated_picks(fresh, g, runtime, s), s.budgets)}
+
+
+def simulate(run_dir: Path, npz_root: Path, collections, s: SimSettings, *,
+             data: str, log=print) -> dict:
+    """Every collection's per-graph results and means; written to <run>/tune_sim.json."""
+    model = CostModel.load(run_dir)
+    result = {"settings": asdict(s), "run": str(run_dir), "data": data, "collections": {}}
+    for collection in collections:
+        if collection not in model.models:
+            continue
+        files = list_npz(npz_root, collection, "valid")[:s.max_graphs or None]
+        start = time.perf_counter()
+        graphs = [simulate_graph(model, f, collection, s) for f in files]
+        if graphs:
+            result["collections"][collection] = {
+                "graphs": graphs, "seconds": round(time.perf_counter() - start, 1),
+                "mean": {st: np.mean([g[st] for g in graphs], axis=0).tolist()
+                         for st in STRATEGIES}}
+            log(f"{collection}: {len(graphs)} graphs in {time.perf_counter() - start:.0f}s")
+    (Path(run_dir) / "tune_sim.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+def format_table(result: dict) -> str:
+    budgets = result["settings"]["budgets"]
+    head = f"{'collection':<24} {'search':<8} " + " ".join(f"{k:>7}" for k in budgets)
+    lines = ["best runtime found / best of the file, after N measurements (1.000 = the best)",
+             head, "-" * len(head)]
+    for collection, c in result["collections"].items():
+        for i, st in enumerate(STRATEGIES):
+            label = f"{collection} ({len(c['graphs'])})" if i == 0 else ""
+            lines.append(f"{label:<24} {st:<8} " + " ".join(f"{v:>7.3f}" for v in c["mean"][st]))
+    return "\n".join(lines)

@@ -1,0 +1,110 @@
+"""The cost model as an autotuner keeps it: learning from measurements, save and load."""
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+import pipeline
+from features.io import list_npz
+from models.api import CostModel
+from models.metrics import kendall_tau_b
+from models.tuning.refine import RefineParams, refine
+from models.tuning.simulate import random_best
+
+GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
+
+
+@pytest.fixture(scope="module")
+def measured_graph(tiny_npz):
+    """A layout train file of the tiny tree: a graph, its configs and their runtimes."""
+    with np.load(list_npz(tiny_npz, "layout:xla:random", "train")[0]) as z:
+        return ({k: z[k] for k in GRAPH_KEYS}, z["node_config_feat"],
+                z["config_runtime"].astype(np.float64))
+
+
+def _kendall(scores, runtime):
+    """Higher score = faster, so agreement is with -runtime."""
+    return kendall_tau_b(scores, -runtime)
+
+
+def test_updates_learn_a_runtime_the_prior_gets_backwards(trained_run, measured_graph):
+    """Measurements that contradict the trained model (a 'new machine' where what it calls fast
+    is slow) move the scores of unmeasured configs their way."""
+    graph, configs, _ = measured_graph
+    model = CostModel.load(trained_run)
+    prior = model.rank(**graph, node_config_feat=configs).scores
+    truth = np.exp(prior - prior.min())          # slowest where the model says fastest
+    seen = np.arange(configs.shape[0]) % 2 == 0
+    assert _kendall(prior[~seen], truth[~seen]) < -0.9
+    n = model.update(**graph, node_config_feat=configs[seen], runtimes=truth[seen])
+    assert n == seen.sum()
+    after = model.rank(**graph, node_config_feat=configs[~seen]).scores
+    assert _kendall(after, truth[~seen]) > 0.3
+
+
+def test_a_few_measurements_leave_the_prior_alone(trained_run, measured_graph):
+    graph, configs, runtime = measured_graph
+    model = CostModel.load(trained_run)
+    before = model.rank(**graph, node_config_feat=configs).scores
+    few = RefineParams().min_measurements - 1
+    model.update(**graph, node_config_feat=configs[:few], runtimes=runtime[:few])
+    np.testing.assert_array_equal(model.rank(**graph, node_config_feat=configs).scores, before)
+
+
+def test_refine_declines_measurements_that_say_nothing(rng):
+    """Runtimes independent of the rows: the 2-fold check finds no gain over the prior."""
+    X = rng.normal(size=(200, 5))
+    prior = X[:, 0]
+    runtime = np.exp(-prior)                      # the prior is already exactly right
+    assert refine(X, prior, runtime) is None
+
+
+@pytest.mark.parametrize("runtimes, message", [
+    (lambda n: np.ones(n - 1), "runtimes must be"),
+    (lambda n: np.zeros(n), "runtimes must be"),
+    (lambda n: np.full(n, np.nan), "runtimes must be"),
+])
+def test_bad_runtimes_are_refused(trained_run, measured_graph, runtimes, message):
+    graph, configs, _ = measured_graph
+    with pytest.raises(ValueError, match=message):
+        CostModel.load(trained_run).update(**graph, node_config_feat=configs[:20],
+                                           runtimes=runtimes(20), name="tuned")
+
+
+def test_save_and_load_keep_what_was_learnt(trained_run, measured_graph, tmp_path):
+    graph, configs, runtime = measured_graph
+    model = CostModel.load(trained_run)
+    model.update(**graph, node_config_feat=configs[:40], runtimes=runtime[:40])
+    before = model.rank(**graph, node_config_feat=configs)
+    saved = model.save(tmp_path / "tuner")
+    loaded = CostModel.load(saved)
+    after = loaded.rank(**graph, node_config_feat=configs)
+    np.testing.assert_array_equal(after.scores, before.scores)
+    # The measurements came along: one more update continues from all 41, not from 1.
+    assert loaded.update(**graph, node_config_feat=configs[40:41], runtimes=runtime[40:41]) == 41
+
+
+def test_random_best_is_the_mean_over_every_draw(rng):
+    runtime = rng.integers(1, 9, size=9).astype(np.float64)       # ties included
+    for k in (1, 3, 9):
+        draws = [runtime[list(c)].min() for c in itertools.combinations(range(9), k)]
+        assert random_best(runtime, k) == pytest.approx(np.mean(draws))
+
+
+def test_tune_sim_measures_three_searches_on_validation_graphs(trained, trained_run, capsys):
+    cache, common = trained
+    data_dir = common[common.index("--data-dir") + 1]
+    assert pipeline.main(["tune-sim", "--data-dir", data_dir, "--cache-dir", str(cache), "--run", str(trained_run), "--max-graphs", "1",
+                          "--collections", "tile:xla", "layout:xla:random"]) == 0
+    out = capsys.readouterr().out
+    assert "best runtime found / best of the file" in out
+    saved = json.loads((trained_run / "tune_sim.json").read_text())
+    for collection in ("tile:xla", "layout:xla:random"):
+        result = saved["collections"][collection]
+        for search in ("random", "frozen", "updated"):
+            found = np.array(result["mean"][search])
+            # Ratios to the file's best: never below 1, never worse with a larger budget
+            assert np.all(found >= 1.0) and np.all(np.diff(found) <= 1e-12), (collection, search)
