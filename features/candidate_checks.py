@@ -9,8 +9,8 @@ either all -1 (the compiler chooses) or the minor-to-major order of its tensor: 
 the node's operands, which the files give by shape only (operand order is not kept), so any
 operand's rank is accepted.
 
-Numpy over the whole (c, nc, 18) array: each group's six slots become a base-7 code, looked up
-in a table of the valid groups' lengths.
+Numpy over the (c, nc, 18) array, a cache-sized chunk of candidates at a time: each group's six
+slots become a base-7 code, looked up in a table of the valid groups' lengths.
 """
 from __future__ import annotations
 

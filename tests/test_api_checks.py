@@ -113,6 +113,19 @@ def test_rank_file_and_the_command_refuse_a_file_with_an_invalid_config(
     assert "Traceback" not in err
 
 
+def test_real_dev_files_rank_unchanged_by_the_check(model, dev_npz):
+    """The smallest graph of each dev layout collection, valid split, through rank_file: every
+    config passes, and a file in the tree draws no family warning."""
+    for collection in ("layout:xla:default", "layout:xla:random", "layout:nlp:default",
+                       "layout:nlp:random"):
+        path = min(list_npz(dev_npz, collection, "valid"), key=lambda f: f.stat().st_size)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ranking = model.rank_file(path)
+        assert ranking.collection == collection and np.all(np.isfinite(ranking.scores))
+        assert sorted(ranking.order) == list(range(io.count_configs(path)))
+
+
 def _run_copy(trained_run: Path, tmp_path: Path, **features_record) -> Path:
     """The trained run, copied, with run.json's 'features' entries changed."""
     run = tmp_path / trained_run.name
