@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict
 import sys
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -127,7 +128,14 @@ def cmd_rank(args) -> int:
     from models.api import CostModel, format_ranking
     from models.training.run_files import latest_run
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
-    ranking = CostModel.load(run_dir).rank_file(args.file, collection=args.collection)
+    with warnings.catch_warnings(record=True) as caught:   # said as lines, not as tracebacks
+        warnings.simplefilter("always")
+        model = CostModel.load(run_dir)
+        ranking = model.rank_file(args.file, collection=args.collection)
+    # stderr, so that stdout stays the ranking (--json parses as is)
+    print(f"ranked by the {ranking.collection} model of {model.description}", file=sys.stderr)
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
     print(format_ranking(ranking, top=args.top, as_json=args.json))
     return 0
 

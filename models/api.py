@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +31,12 @@ from pathlib import Path
 import numpy as np
 
 from features import COLLECTIONS, FeatureConfig, Graph
+from features.candidate_checks import (InvalidLayoutError, graph_family, invalid_candidates,
+                                       refuse_invalid)
 from features.candidates import (candidate_kind, collection_from_path, graph_from_arrays,
                                  npz_keys, read_candidates)
+from features.io import DataFormatError
+from features.sample import SAMPLE_MARKER
 from features.schema import collection_kind, is_tile
 
 from .metrics import TILE_TOP_K, predicted_order
@@ -46,6 +51,20 @@ from .tuning.refine import Refinement
 DEFAULT_COLLECTION = {"tile": "tile:xla", "layout": "layout:xla:random"}
 SAVED = "cost_model.json"
 GRAPH_ARRAYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
+# What rank does with candidates whose layouts no tensor can have: refuse them, or score them -inf
+INVALID_CHOICES = ("error", "score")
+
+
+class MissingModelError(LookupError, ValueError):
+    """The run has no model for the collection asked for (it was trained without it)."""
+
+
+class SampleTrainedWarning(UserWarning):
+    """The run was trained on the generated sample: its scores say nothing about real graphs."""
+
+
+class FamilyMismatchWarning(UserWarning):
+    """The graph looks like the other family (xla vs nlp, by its opcodes) than the model's."""
 
 
 @dataclass(frozen=True)
@@ -64,18 +83,21 @@ class CostModel:
     """Scores candidate configs of a graph with one trained model per collection."""
 
     def __init__(self, models: dict[str, list], settings: FeatureConfig, *,
-                 cache_size: int = 8, source: str = "", without: tuple[str, ...] = ()):
+                 cache_size: int = 8, source: str = "", without: tuple[str, ...] = (),
+                 trained_on: str = "", trained_on_sample: bool = False):
         self.models, self.settings, self.source = models, settings, source
         self.without = tuple(without)   # feature families the run left out
         self.cache_size = cache_size
         self._graphs: OrderedDict[str, tuple[Graph, GraphState]] = OrderedDict()
         self.cache_hits = self.cache_misses = 0
+        self.trained_on, self.trained_on_sample = trained_on, trained_on_sample
 
     @classmethod
     def load(cls, path: str | Path, *, cache_size: int = 8) -> "CostModel":
         """A run made by `pipeline.py train`, or a model saved by `save` (with its graphs'
         references and measurements); StaleRunError if the run was trained on other feature
-        code or settings than the current ones."""
+        code or settings than the current ones. `description` names the run and its data; a
+        SampleTrainedWarning if that was the generated sample."""
         path = Path(path)
         if (path / SAVED).is_file():
             return _load_saved(cls, path, cache_size)
@@ -83,31 +105,79 @@ class CostModel:
         check_signature(record, path)    # also for settings this code no longer has
         settings = FeatureConfig(**record["features"]["settings"])
         models = {c: collection_models(path, c) for c in record["metrics"]}
-        return cls(models, settings, cache_size=cache_size, source=str(path),
-                   without=tuple(record["train_config"].get("without", ())))
+        model = cls(models, settings, cache_size=cache_size, source=str(path),
+                    without=tuple(record["train_config"].get("without", ())),
+                    trained_on=record["features"].get("data", ""),
+                    trained_on_sample=_trained_on_sample(record))
+        if model.trained_on_sample:
+            warnings.warn(f"{path} was trained on the generated sample ({model.trained_on}): "
+                          f"its scores say nothing about real graphs; train on real data",
+                          SampleTrainedWarning, stacklevel=2)
+        return model
+
+    @property
+    def description(self) -> str:
+        """Which run this is and what it was trained on, for a log line."""
+        sample = " (the generated sample)" if self.trained_on_sample else ""
+        return (f"run {self.source or '(in memory)'}, trained on "
+                f"{self.trained_on or 'unrecorded data'}{sample}")
 
     def rank(self, *, node_feat, node_opcode, edge_index, node_config_ids=None,
              node_splits=None, node_config_feat=None, config_feat=None, reference=None,
-             collection: str | None = None, name: str = "graph") -> Ranking:
+             collection: str | None = None, name: str = "graph",
+             invalid: str = "error") -> Ranking:
         """Rank candidates given as arrays, named as in the dataset: layout candidates as
         node_config_feat (c, nc, 18) with node_config_ids (nc,), tile ones as config_feat (c, 24).
         No runtimes. `reference`: configs (same layout) fixing the graph's statistics the first
         time the graph is seen (default: these candidates). `collection` picks the model
-        (default tile:xla / layout:xla:random); `name` stands for a file stem (graph id) and
-        names the input in errors (DataFormatError)."""
+        (default tile:xla / layout:xla:random; a FamilyMismatchWarning when the graph looks
+        like the other family); `name` stands for a file stem (graph id) and names the input in
+        errors (DataFormatError).
+
+        A layout slot group must be all -1 or a permutation of its tensor's dimensions
+        (features.candidate_checks): anything else raises InvalidLayoutError naming the
+        candidate, node and group, or with invalid="score" scores -inf and ranks last."""
+        _check_invalid_choice(invalid)
         g = self._graph(dict(node_feat=node_feat, node_opcode=node_opcode, edge_index=edge_index,
                              node_config_ids=node_config_ids, node_splits=node_splits,
                              node_config_feat=node_config_feat, config_feat=config_feat),
                         collection, name)
-        return self.rank_graph(g, reference)
+        _warn_on_family(g)
+        return self._rank_valid(g, invalid, reference)
 
-    def rank_file(self, path: str | Path, *, collection: str | None = None) -> Ranking:
+    def rank_file(self, path: str | Path, *, collection: str | None = None,
+                  invalid: str = "error") -> Ranking:
         """Rank every config of an npz file; config_runtime may be missing or zero. The collection
-        comes from `collection`, else the file's place in a TpuGraphs tree, else its keys."""
+        comes from `collection`, else the file's place in a TpuGraphs tree, else its keys (a
+        FamilyMismatchWarning as in `rank`, except for a file in the tree). `invalid` as in
+        `rank`."""
         path = Path(path)
         kind = candidate_kind(npz_keys(path), path)
-        chosen = self._collection(kind, collection or collection_from_path(path))
-        return self.rank_graph(read_candidates(path, chosen))
+        _check_invalid_choice(invalid)
+        in_tree = None if collection else collection_from_path(path)
+        g = read_candidates(path, self._collection(kind, collection or in_tree))
+        if in_tree is None:     # the tree's collection is the data's own label, not a guess
+            _warn_on_family(g)
+        return self._rank_valid(g, invalid)
+
+    def _rank_valid(self, g: Graph, invalid: str, reference=None) -> Ranking:
+        """rank_graph over the candidates with valid layouts; the others refused, or put last
+        with score -inf (the valid ones scored as if passed alone: scores do not depend on
+        the batch)."""
+        bad = np.zeros(0, bool) if is_tile(g.collection) else invalid_candidates(g)
+        if not bad.any():
+            return self.rank_graph(g, reference)
+        if invalid == "error":
+            refuse_invalid(g, bad)
+        valid = np.flatnonzero(~bad)
+        scores, spread = np.full(bad.size, -np.inf), np.zeros(bad.size)
+        order = np.zeros(0, np.int64)
+        if valid.size:
+            part = self.rank_graph(g._replace(node_config_feat=g.node_config_feat[valid],
+                                              config_runtime=g.config_runtime[valid]), reference)
+            scores[valid], spread[valid] = part.scores, part.spread
+            order = valid[part.order]
+        return Ranking(g.collection, scores, np.concatenate([order, np.flatnonzero(bad)]), spread)
 
     def rank_graph(self, g: Graph, reference=None) -> Ranking:
         """Rank the configs of a validated test-split Graph (see features.candidates)."""
@@ -171,9 +241,36 @@ class CostModel:
         if chosen.split(":")[0] != kind:
             raise ValueError(f"{kind} candidates cannot be ranked by the {chosen} model")
         if chosen not in self.models:
-            raise StaleRunError(f"{self.source or 'this model'} has no model for {chosen}; it has "
-                                f"{sorted(self.models)}")
+            raise MissingModelError(f"{self.source or 'this model'} has no model for {chosen}; "
+                                    f"it has {sorted(self.models)}")
         return chosen
+
+
+def _check_invalid_choice(invalid: str) -> None:
+    if invalid not in INVALID_CHOICES:
+        raise ValueError(f"invalid={invalid!r}: expected one of {INVALID_CHOICES}")
+
+
+def _warn_on_family(g: Graph) -> None:
+    """FamilyMismatchWarning when a layout graph's opcodes say xla and the model is nlp's, or
+    the other way round (features.candidate_checks.graph_family)."""
+    model_family = g.collection.split(":")[1]
+    family = None if is_tile(g.collection) else graph_family(g.node_opcode)
+    if family is not None and family != model_family:
+        looks = {"xla": "a convolutional (xla) graph", "nlp": "a transformer (nlp) graph"}[family]
+        warnings.warn(f"{g.path} looks like {looks} by its opcodes (share of convolutions among "
+                      f"its conv and dot nodes) but is ranked by the {g.collection} model; name a "
+                      f"layout:{family}:* collection if it is one",
+                      FamilyMismatchWarning, stacklevel=3)
+
+
+def _trained_on_sample(record: dict) -> bool:
+    """The run's data was the generated sample: the default fallback (run.json's 'sample'), or
+    a tree holding the sample's marker named as --data-dir."""
+    if record["features"].get("sample"):
+        return True
+    data = Path(record["features"].get("data", ""))
+    return any((d / SAMPLE_MARKER).is_file() for d in (data, data.parent, data.parent.parent))
 
 
 def _runtimes(runtimes, g: Graph, name: str) -> np.ndarray:
@@ -246,3 +343,8 @@ def format_ranking(ranking: Ranking, *, top: int | None = None, as_json: bool = 
              f"{'rank':>5} {'config':>7} {'score':>8}"]
     lines += [f"{r:>5} {i:>7} {s:>8.4f}" for r, (i, s) in enumerate(picks, 1)]
     return "\n".join(lines)
+
+
+__all__ = ["DEFAULT_COLLECTION", "CostModel", "DataFormatError", "FamilyMismatchWarning",
+           "InvalidLayoutError", "MissingModelError", "Ranking", "SampleTrainedWarning",
+           "StaleRunError", "format_ranking"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,19 @@ def tiny_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_npz(tiny_root) -> Path:
     return tiny_root / "npz_all" / "npz"
+
+
+# The realistic dev data (shared/tpugraphs_dev, or $TPUGRAPHS_DEV); tests on it skip without it.
+DEV = Path(os.environ.get("TPUGRAPHS_DEV",
+                          Path(__file__).resolve().parents[2] / "shared" / "tpugraphs_dev"))
+
+
+@pytest.fixture(scope="session")
+def dev_npz() -> Path:
+    """The dev data's npz directory (tile/, layout/ under it); skips the test when absent."""
+    if not (DEV / "npz_all" / "npz").is_dir():
+        pytest.skip(f"no dev data at {DEV}")
+    return DEV / "npz_all" / "npz"
 
 
 QUICK = ["--set", "n_estimators=40", "--set", "early_stopping=10"]

@@ -7,7 +7,6 @@ Skipped when the dev data is absent (set TPUGRAPHS_DEV to point at it elsewhere)
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +18,8 @@ from models import metrics
 from models.training.runs import TrainConfig, fit_seeds
 from models.training.run_files import ensemble_scores
 
-DEV = Path(os.environ.get("TPUGRAPHS_DEV",
-                          Path(__file__).resolve().parents[2] / "shared" / "tpugraphs_dev"))
+from .conftest import DEV
+
 # collection -> (train graphs used, floor on the valid mean). With exactly these settings the
 # full features reached 0.885 (xla) and 0.843 (nlp), the same without chain_padding 0.877 and
 # 0.803, the basic ones (raw slot means) 0.752 and 0.680: a floor between them fails when a
