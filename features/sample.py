@@ -309,16 +309,24 @@ def _write_layout(npz_root: Path, spec: SampleSpec, source: str) -> None:
 def ensure_sample(root: Path, spec: SampleSpec = SampleSpec()) -> Path:
     """Generate the sample under `root` once (atomically); return its `npz_all/npz` directory."""
     root = Path(root)
-    marker = root / SAMPLE_MARKER
-    if marker.exists() and json.loads(marker.read_text()) == _spec_json(spec):
+    if _holds(root, spec):
         return root / "npz_all" / "npz"
-    with atomic_dir(root) as tmp:
+    # another command generating the same sample at once: the first one published is kept
+    with atomic_dir(root, "the generated sample", lambda d: _holds(d, spec)) as tmp:
         npz_root = tmp / "npz_all" / "npz"
         _write_tile(npz_root, spec)
         for source in ("xla", "nlp"):
             _write_layout(npz_root, spec, source)
         (tmp / SAMPLE_MARKER).write_text(json.dumps(_spec_json(spec), indent=1))
     return root / "npz_all" / "npz"
+
+
+def _holds(root: Path, spec: SampleSpec) -> bool:
+    """Whether `root` holds the complete sample of `spec` (its marker is written last)."""
+    try:
+        return json.loads((root / SAMPLE_MARKER).read_text()) == _spec_json(spec)
+    except (FileNotFoundError, ValueError):
+        return False
 
 
 def _spec_json(spec: SampleSpec) -> dict:
