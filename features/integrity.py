@@ -1,14 +1,15 @@
 """Checksums of cache files: recorded when a file is written, checked when it is read back.
 
 A file's record is its size and CRC-32 (zlib, over the bytes in pieces): enough to tell a
-damaged file (overwritten, cut short, bit rot) from the one written, at about 2 GB/s. Where
+damaged file (overwritten, cut short, bit rot) from the one written, at about 1.4 GB/s read
+from the page cache (zlib.crc32 alone: 2 GB/s, blake2b 0.57 GB/s on this machine). Where
 the record lives: an entry's meta.json ("sums"), a part's sums.json, a run's run.json
 ("files"), an int8 copy's `<copy>.sum` beside it. Units are zip files, whose CRC-32 the
 reader checks already (units.read_unit).
 
 A file checked once is not read again for a second check in the same process while its
 inode, size and times are unchanged: `build_entry` checks an entry before `load_entry` reads
-it (the check costs 0.7% of the parquet read on the dev-set entries, see README).
+it (the check cost 0.10 s against 10.4 s of parquet reads on the dev-set entries, see README).
 """
 from __future__ import annotations
 
