@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import synth_graph as sg
-from .cache import atomic_dir
+from .cache import atomic_dir, write_atomically
 from .io import collection_dir
 from .schema import SPLITS, TILE_MINOR, TILE_SECOND_MINOR, tiled_extent
 
@@ -215,17 +214,18 @@ def tile_runtime(graph: sg.SynthGraph, feat: np.ndarray) -> np.ndarray:
 def write_npz(path: Path, arrays: dict[str, np.ndarray], *, chunk_rows: int = 2048) -> None:
     """Write a compressed npz atomically, streaming big arrays (int8 node_config_feat is written
     as the float32 real files hold, one chunk at a time, so no float32 copy exists in memory)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
-        for key, arr in arrays.items():
-            dtype = np.dtype(np.float32) if key == "node_config_feat" else arr.dtype
-            with zf.open(key + ".npy", "w", force_zip64=True) as fp:
-                header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
-                          "shape": arr.shape}
-                np.lib.format.write_array_header_1_0(fp, header)
-                for start in range(0, max(arr.shape[0], 1), chunk_rows):
-                    fp.write(np.ascontiguousarray(arr[start:start + chunk_rows], dtype).tobytes())
-    os.replace(tmp, path)
+    def write(tmp: Path) -> None:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
+            for key, arr in arrays.items():
+                dtype = np.dtype(np.float32) if key == "node_config_feat" else arr.dtype
+                with zf.open(key + ".npy", "w", force_zip64=True) as fp:
+                    header = {"descr": np.lib.format.dtype_to_descr(dtype),
+                              "fortran_order": False, "shape": arr.shape}
+                    np.lib.format.write_array_header_1_0(fp, header)
+                    for start in range(0, max(arr.shape[0], 1), chunk_rows):
+                        fp.write(np.ascontiguousarray(arr[start:start + chunk_rows],
+                                                      dtype).tobytes())
+    write_atomically(path, write)
 
 
 def layout_arrays(graph: sg.SynthGraph, config_ids: np.ndarray, cfg: np.ndarray,
