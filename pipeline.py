@@ -335,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"removed {len(removed)} temporaries left under {args.cache_dir} by runs that "
                   f"ended early")
         return args.func(args)
-    except (features.DataFormatError, StaleRunError, FileNotFoundError,
+    except (features.DataFormatError, StaleRunError, FileNotFoundError, cache.CacheError,
             ValueError) as exc:   # ValueError covers models.serving.submission.SubmissionError
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -21,13 +21,13 @@ from tqdm import tqdm
 # when polars is first imported (so before the imports below); a user's own setting wins.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
-from . import cache, units as unit_store, workers as worker_pool
+from . import cache, entries, integrity, units as unit_store, workers as worker_pool
 from .cache import reclaim_stale
 from .data import DataSource, resolve_data, sample_source
 from .io import DataFormatError, Graph, collect_format_error, list_npz
 from .schema import COLLECTIONS, SPLITS
 from .signature import feature_signature
-from .entries import default_config_rows, read_parts
+from .entries import default_config_rows, read_meta, read_parts
 from .feature_set import FeatureSet
 from .table import FeatureConfig
 
@@ -50,22 +50,29 @@ def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
     workers > 1 builds units in a process pool (features/workers.py); a dask.distributed
     `client` builds them on its cluster instead (features/dask_build.py). pack keeps an int8
     copy of each node_config_feat under <cache>/packed/ that later builds memory-map instead of
-    decompressing again. Files that fail are reported together after the others are built."""
+    decompressing again. Files that fail are reported together after the others are built.
+    A cached entry is checked (features/integrity.py) and built again if damaged."""
     files = list_npz(npz_root, collection, split)
     signature = feature_signature(cfg)
     units = cache.unit_dir(cache_root, collection, split, signature)
     unit_files = [cache.unit_path(units, f) for f in files]
     key = cache.fingerprint(units=units.name, files=[u.name for u in unit_files])
     entry = cache.entry_dir(cache_root, collection, split, key)
-    if cache.is_complete(entry) and not force:
+    state = "absent" if force else _cached_state(entry, collection, split)
+    if state == "intact":
         return entry, False
     todo = [f for f, u in zip(files, unit_files) if force or not u.exists()]
     packed = cache.packed_root(cache_root) if pack else None
     start = time.perf_counter()
-    _build_units(todo, (collection, split, cfg, units), packed, workers, force, client)
-    with cache.atomic_dir(entry) as tmp:
-        counts = unit_store.assemble(tmp, collection, unit_files, [f.stem for f in files],
-                                     force=force)
+    task = (collection, split, cfg, units)
+    _build_units(todo, task, packed, workers, force, client)
+    source = dict(zip(unit_files, files))
+    with cache.atomic_dir(entry, f"the {collection} {split} feature entry",
+                          None if force or state == "damaged" else cache.is_complete) as tmp:
+        counts = unit_store.assemble(
+            tmp, collection, unit_files, [f.stem for f in files], force=force,
+            remake=lambda u: unit_store.build_unit(source[u], *task, packed_dir=packed,
+                                                   force=True))
         meta = {"key": key, "signature": signature, "collection": collection, "split": split,
                 **counts, "files_built_this_run": len(todo),
                 "wall_seconds_this_run": round(time.perf_counter() - start, 3),
@@ -74,6 +81,18 @@ def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
                                                     "versions": cache.versions()}}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
     return entry, True
+
+
+def _cached_state(entry: Path, collection: str, split: str) -> str:
+    """"intact", "damaged" (said in a notice: it is built again) or "absent"."""
+    if not cache.is_complete(entry):
+        return "absent"
+    try:
+        entries.check_entry(entry)
+    except cache.DamagedCacheError as exc:
+        integrity.notice(exc, f"building the {collection} {split} entry again")
+        return "damaged"
+    return "intact"
 
 
 def _build_units(todo: list[Path], task: tuple, packed: Path | None, workers: int,
@@ -120,10 +139,6 @@ def _build_in_pool(todo, task, packed, workers, force, errors, bar) -> None:
             for job in jobs:
                 job.cancel()
             raise
-
-
-def read_meta(entry: Path) -> dict:
-    return json.loads((Path(entry) / "meta.json").read_text())
 
 
 def load_entry(entry: Path, columns: list[str] | None = None) -> FeatureSet:

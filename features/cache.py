@@ -13,14 +13,19 @@ Layout (every path under <cache> is named here, by the functions below):
 Units, parts and entries are written under temporary names and renamed into place, so a crash
 leaves finished units (a rerun builds only the rest) and never a half part or entry. Temporary
 names carry the writer's pid and host; `reclaim_stale` removes those whose writer is gone.
+Commands may share a cache at once: a directory someone else published under the same key is
+kept (equal key, equal contents), and a full disk or an unwritable directory is a StorageError
+naming what was being written and where (features/integrity.py checks what is read back).
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import platform
 import re
+import secrets
 import shutil
 import socket
 import tempfile
@@ -117,6 +122,71 @@ def is_complete(entry: Path) -> bool:
     return (entry / "meta.json").exists()
 
 
+# ---------------------------------------------------------------- errors a user sees
+
+class CacheError(RuntimeError):
+    """A cache file could not be written, or was found damaged; the message names it."""
+
+
+class StorageError(CacheError):
+    """Writing failed for lack of space or permission (full disk, read-only directory)."""
+
+
+class DamagedCacheError(CacheError):
+    """A cache file is not what was written (size or checksum differs, or unreadable)."""
+
+    def __init__(self, path, problem: str, fix: str = ""):
+        super().__init__(path, problem, fix)   # all in args: the error crosses process pools
+        self.path, self.problem, self.fix = Path(path), problem, fix
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.problem}" + (f"; {self.fix}" if self.fix else "")
+
+
+# errnos that mean the directory cannot take the write, whatever was written
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+_NO_PERMISSION = {errno.EACCES, errno.EPERM}
+
+
+def write_fault(exc: BaseException | None, directory: Path) -> OSError | None:
+    """`exc` (or the error it was raised from) if it says `directory` cannot be written: no
+    space, a read-only file system, or no permission on a path along `directory`."""
+    for err in (exc, getattr(exc, "__cause__", None)):
+        if not isinstance(err, OSError):
+            continue
+        if err.errno in _NO_ROOM:
+            return err
+        if err.errno in _NO_PERMISSION and _along(err.filename, Path(directory)):
+            return err
+    return None
+
+
+def _along(filename, directory: Path) -> bool:
+    if filename is None:
+        return True
+    path = Path(os.fsdecode(filename))
+    return path.is_relative_to(directory) or directory.is_relative_to(path)
+
+
+@contextmanager
+def writing(what: str, directory: Path):
+    """Turn a write fault met while writing `what` in `directory` into a StorageError naming
+    both; the caller removes what it had written (atomic_dir, write_atomically do)."""
+    try:
+        yield
+    except OSError as exc:
+        fault = write_fault(exc, directory)
+        if fault is None:
+            raise
+        raise StorageError(storage_message(what, directory, fault)) from exc
+
+
+def storage_message(what: str, directory: Path, fault: OSError) -> str:
+    where = f" ({os.fsdecode(fault.filename)})" if fault.filename else ""
+    return (f"cannot write {what} in {directory}: {fault.strerror or fault}{where}; nothing "
+            f"partial was kept: free space there or make it writable, then rerun")
+
+
 # ---------------------------------------------------------------- temporary names
 
 STALE_AGE_S = 24 * 3600   # unowned (or other-host) temporaries are reclaimed after this long
@@ -133,29 +203,62 @@ def owner_tag() -> str:
     return f".tmp-{os.getpid()}-{_host()}"
 
 
+PUBLISH_ATTEMPTS = 5   # renames lost to other processes publishing the same directory
+
+
 @contextmanager
-def atomic_dir(dest: Path):
-    """Yield a temporary sibling directory; on success it replaces `dest` in one rename, on any
-    error it is removed, so readers see the old `dest`, the new one, or nothing."""
+def atomic_dir(dest: Path, what: str = "", done=None):
+    """Yield a temporary sibling directory; on success it becomes `dest` in one rename, on any
+    error it is removed, so readers see the old `dest`, the new one, or nothing.
+
+    done(dest) -> bool says a `dest` already there holds what this one would (the same key,
+    complete: another process published it meanwhile); it is then kept and ours dropped.
+    Otherwise an existing `dest` is replaced. `what` names the contents in a StorageError."""
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=dest.name + owner_tag() + ".", dir=dest.parent))
-    try:
-        yield tmp
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(tmp, dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with writing(what or dest.name, dest.parent):
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=dest.name + owner_tag() + ".", dir=dest.parent))
+        try:
+            yield tmp
+            _publish(tmp, dest, done)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
 
 
-def write_atomically(dest: Path, write) -> Path:
-    """Call write(tmp_path), then rename the temporary over `dest`."""
+def _publish(tmp: Path, dest: Path, done) -> None:
+    """Rename `tmp` to `dest`. A rename cannot replace a non-empty directory, so one being
+    replaced is first moved aside (and removed after); a rename that loses to another
+    process's publish tries again, and keeps theirs when done() accepts it."""
+    for _ in range(PUBLISH_ATTEMPTS):
+        if done is not None and done(dest):
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
+        aside = dest.with_name(f"{dest.name}{owner_tag()}.old{secrets.token_hex(4)}")
+        try:
+            os.rename(dest, aside)
+        except FileNotFoundError:
+            aside = None
+        try:
+            os.replace(tmp, dest)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        finally:
+            if aside is not None:
+                shutil.rmtree(aside, ignore_errors=True)
+    raise CacheError(f"{dest}: other processes kept replacing it; rerun when they are done")
+
+
+def write_atomically(dest: Path, write, what: str = "") -> Path:
+    """Call write(tmp_path), then rename the temporary over `dest` (a file: the rename
+    replaces one another process wrote meanwhile). `what` names it in a StorageError."""
     tmp = dest.with_name(dest.name + owner_tag())
     try:
-        write(tmp)
-        os.replace(tmp, dest)
+        with writing(what or dest.name, dest.parent):
+            write(tmp)
+            os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
     return dest
@@ -174,11 +277,22 @@ def reclaim_stale(cache_root: Path) -> list[Path]:
     removed = []
     for d in dirs:
         for path in (d.iterdir() if d.is_dir() else ()):
-            if _is_stale(path):
-                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else \
-                    path.unlink(missing_ok=True)
+            if _is_stale(path) and _remove(path):
                 removed.append(path)
     return removed
+
+
+def _remove(path: Path) -> bool:
+    """Remove a file or tree; False where the cache cannot be written (the command that
+    writes there says so)."""
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+        return not path.exists()
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        return False
+    return True
 
 
 def _is_stale(path: Path) -> bool:

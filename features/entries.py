@@ -1,7 +1,9 @@
 """Reading a feature cache entry: its parquet parts (table.write_part) back into one FeatureSet.
 
 Kept apart from the row code (table.py and what it imports, hashed into the feature
-signature), so how entries are read can change without discarding cached features.
+signature), so how entries are read can change without discarding cached features. Every
+part is checked against the size and checksum meta.json recorded (features/integrity.py)
+before it is read: a damaged entry is never read as data.
 """
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from . import integrity
+from .cache import DamagedCacheError
 from .feature_set import FeatureSet
 
 
@@ -22,14 +26,40 @@ from .feature_set import FeatureSet
 ROWS_PER_COPY = 65_536
 
 
-def entry_parts(entry: Path) -> list[Path]:
-    return sorted(Path(entry).glob("part-*.parquet"))
+def read_meta(entry: Path) -> dict:
+    """An entry's meta.json; DamagedCacheError if it cannot be read."""
+    path = Path(entry) / "meta.json"
+    try:
+        return json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DamagedCacheError(path, f"damaged cache file (unreadable: {exc})",
+                                _rebuild_command(entry, {})) from None
+
+
+def check_entry(entry: Path, meta: dict | None = None) -> list[Path]:
+    """The entry's parquet parts, in order, once every file meta.json records is checked."""
+    meta = read_meta(entry) if meta is None else meta
+    sums = meta.get("sums")
+    if not isinstance(sums, dict):
+        raise DamagedCacheError(Path(entry) / "meta.json", "no checksums recorded (written "
+                                "by an older version)", _rebuild_command(entry, meta))
+    for name, record in sums.items():
+        integrity.verify(Path(entry) / name, record, _rebuild_command(entry, meta))
+    return sorted(Path(entry) / name for name in sums if name.endswith(".parquet"))
+
+
+def _rebuild_command(entry: Path, meta: dict) -> str:
+    """What builds a damaged entry again (build_entry checks what it finds in the cache)."""
+    which = (f" --collections {meta['collection']} --splits {meta['split']}"
+             if "collection" in meta and "split" in meta else "")
+    return (f"build it again with: python pipeline.py build-features --cache-dir "
+            f"{Path(entry).parent.parent}{which}")
 
 
 def default_config_rows(entry: Path) -> np.ndarray:
     """(n_rows,) bool: Rows.is_default of an entry's rows, in their order."""
     return np.concatenate([pl.read_parquet(p, columns=["is_default"])["is_default"].to_numpy()
-                           for p in entry_parts(entry)] or [np.zeros(0, bool)])
+                           for p in check_entry(entry)] or [np.zeros(0, bool)])
 
 
 def read_parts(entry: Path, collection: str, columns: list[str], meta: dict) -> FeatureSet:
@@ -37,7 +67,7 @@ def read_parts(entry: Path, collection: str, columns: list[str], meta: dict) -> 
     whole entry beside X doubled the peak. A 510 MB dev tile X loaded into a 285 MB process
     left 1,369 MB resident as one frame, 1,136 MB part by part, and 664 MB once polars also
     returned the pages it freed (features/__init__.py)."""
-    parts = entry_parts(entry)
+    parts = check_entry(entry, meta)
     infos = [json.loads(p.with_suffix(".json").read_text()) for p in parts]
     sizes = [s for info in infos for s in info["sizes"]]
     ptr = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])

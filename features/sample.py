@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from . import synth_graph as sg
-from .cache import atomic_dir
+from .cache import atomic_dir, write_atomically
 from .io import collection_dir
 from .schema import SPLITS, TILE_MINOR, TILE_SECOND_MINOR, tiled_extent
 
@@ -215,17 +214,18 @@ def tile_runtime(graph: sg.SynthGraph, feat: np.ndarray) -> np.ndarray:
 def write_npz(path: Path, arrays: dict[str, np.ndarray], *, chunk_rows: int = 2048) -> None:
     """Write a compressed npz atomically, streaming big arrays (int8 node_config_feat is written
     as the float32 real files hold, one chunk at a time, so no float32 copy exists in memory)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
-        for key, arr in arrays.items():
-            dtype = np.dtype(np.float32) if key == "node_config_feat" else arr.dtype
-            with zf.open(key + ".npy", "w", force_zip64=True) as fp:
-                header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
-                          "shape": arr.shape}
-                np.lib.format.write_array_header_1_0(fp, header)
-                for start in range(0, max(arr.shape[0], 1), chunk_rows):
-                    fp.write(np.ascontiguousarray(arr[start:start + chunk_rows], dtype).tobytes())
-    os.replace(tmp, path)
+    def write(tmp: Path) -> None:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as zf:
+            for key, arr in arrays.items():
+                dtype = np.dtype(np.float32) if key == "node_config_feat" else arr.dtype
+                with zf.open(key + ".npy", "w", force_zip64=True) as fp:
+                    header = {"descr": np.lib.format.dtype_to_descr(dtype),
+                              "fortran_order": False, "shape": arr.shape}
+                    np.lib.format.write_array_header_1_0(fp, header)
+                    for start in range(0, max(arr.shape[0], 1), chunk_rows):
+                        fp.write(np.ascontiguousarray(arr[start:start + chunk_rows],
+                                                      dtype).tobytes())
+    write_atomically(path, write)
 
 
 def layout_arrays(graph: sg.SynthGraph, config_ids: np.ndarray, cfg: np.ndarray,
@@ -309,16 +309,24 @@ def _write_layout(npz_root: Path, spec: SampleSpec, source: str) -> None:
 def ensure_sample(root: Path, spec: SampleSpec = SampleSpec()) -> Path:
     """Generate the sample under `root` once (atomically); return its `npz_all/npz` directory."""
     root = Path(root)
-    marker = root / SAMPLE_MARKER
-    if marker.exists() and json.loads(marker.read_text()) == _spec_json(spec):
+    if _holds(root, spec):
         return root / "npz_all" / "npz"
-    with atomic_dir(root) as tmp:
+    # another command generating the same sample at once: the first one published is kept
+    with atomic_dir(root, "the generated sample", lambda d: _holds(d, spec)) as tmp:
         npz_root = tmp / "npz_all" / "npz"
         _write_tile(npz_root, spec)
         for source in ("xla", "nlp"):
             _write_layout(npz_root, spec, source)
         (tmp / SAMPLE_MARKER).write_text(json.dumps(_spec_json(spec), indent=1))
     return root / "npz_all" / "npz"
+
+
+def _holds(root: Path, spec: SampleSpec) -> bool:
+    """Whether `root` holds the complete sample of `spec` (its marker is written last)."""
+    try:
+        return json.loads((root / SAMPLE_MARKER).read_text()) == _spec_json(spec)
+    except (FileNotFoundError, ValueError):
+        return False
 
 
 def _spec_json(spec: SampleSpec) -> dict:

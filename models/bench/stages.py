@@ -20,6 +20,7 @@ import numpy as np
 
 from features import FeatureConfig, build_entry, load_entry, read_meta
 from features import sample, synth_graph
+from features.cache import writing
 from features.io import read_graph
 from features.table import graph_static
 from features.workers import process_pool
@@ -174,9 +175,10 @@ def ensure_inputs(cache_root: Path, spec: BenchSpec) -> Inputs:
     key = hashlib.sha256(json.dumps(asdict(spec), sort_keys=True).encode()).hexdigest()[:12]
     root = Path(cache_root) / "bench" / key
     inputs = Inputs(root, False)
-    made = [_layout_file(inputs.npz_root, spec),
-            _layout_file(inputs.few_configs_root, replace(spec, layout_configs=FEW_CONFIGS)),
-            _tile_collection(inputs.npz_root, spec)]
+    with writing("the bench's generated inputs", root):
+        made = [_layout_file(inputs.npz_root, spec),
+                _layout_file(inputs.few_configs_root, replace(spec, layout_configs=FEW_CONFIGS)),
+                _tile_collection(inputs.npz_root, spec)]
     return replace(inputs, generated=any(made))
 
 

@@ -5,14 +5,13 @@ that has a model for it, matches the current feature signature and was trained o
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from features import DataSource, FeatureConfig, FeatureSet, feature_signature
 from features.schema import collection_slug
 
-from models.training.run_files import ensemble_scores, load_models
+from models.training.run_files import ensemble_scores, load_models, read_run
 from .submission import SubmissionError, check_rows, to_rows
 
 MAX_LISTED_RUNS = 3
@@ -33,18 +32,11 @@ class RunChoice:
         return FeatureConfig(**self.record["features"]["settings"])
 
 
-def read_run(run_dir: Path) -> dict:
-    path = Path(run_dir) / "run.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: not a trained run (no run.json)")
-    return json.loads(path.read_text())
-
-
 def list_runs(runs_root: Path) -> list[tuple[Path, dict]]:
     """Every finished run, newest first."""
     files = sorted(Path(runs_root).glob("*/run.json"), key=lambda p: p.stat().st_mtime,
                    reverse=True)
-    return [(f.parent, json.loads(f.read_text())) for f in files]
+    return [(f.parent, read_run(f.parent)) for f in files]
 
 
 def choose_runs(runs_root: Path, source: DataSource, collections, given: dict,

@@ -6,13 +6,13 @@ the first min(5, c) for tile, a full permutation of 0..c-1 for layout.
 from __future__ import annotations
 
 import csv
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 
 from features import DataSource
+from features.cache import write_atomically, writing
 from features.io import collection_dir, list_npz
 from features.feature_set import graph_slices
 from features.schema import is_tile
@@ -97,13 +97,15 @@ def check_rows(rows: list[tuple[str, str]], expected: dict[str, int]) -> None:
 
 
 def write_csv(path: Path, rows: list[tuple[str, str]]) -> Path:
-    """Write atomically: a crash leaves the previous file (or none), never half of one."""
+    """Write atomically: a crash or a full disk leaves the previous file (or none), never half
+    of one."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="") as fh:
-        fh.write("ID,TopConfigs\n")
-        for row_id, top in rows:
-            fh.write(f"{row_id},{top}\n")
-    os.replace(tmp, path)
-    return path
+    with writing(f"the submission {path.name}", path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", newline="") as fh:
+            fh.write("ID,TopConfigs\n")
+            for row_id, top in rows:
+                fh.write(f"{row_id},{top}\n")
+    return write_atomically(path, write, f"the submission {path.name}")

@@ -3,6 +3,8 @@ the validation table `train` prints.
 
 A run directory holds run.json and, per collection (features.schema.collection_slug), one
 seed-* directory per model in the ranker's native format (models/training/runs.py writes them).
+run.json records every other file's size and checksum ("files"): a model file that differs is
+refused, never loaded.
 """
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from features import FeatureSet
+from features.cache import DamagedCacheError
+from features.integrity import verify
 from features.schema import collection_slug
 
 from . import RANKERS
@@ -27,11 +31,36 @@ def latest_run(runs_root: Path) -> Path:
     return runs[-1].parent
 
 
+def read_run(run_dir: Path) -> dict:
+    """A run's run.json; FileNotFoundError if there is none, DamagedCacheError if unreadable."""
+    path = Path(run_dir) / "run.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: not a trained run (no run.json)")
+    try:
+        return json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DamagedCacheError(path, f"damaged run record (unreadable: {exc})",
+                                f"retrain with: python pipeline.py train --cache-dir "
+                                f"{Path(run_dir).parent.parent}") from None
+
+
 def load_models(run_dir: Path, collection: str) -> list:
-    record = json.loads((Path(run_dir) / "run.json").read_text())
+    record = read_run(run_dir)
     cls, _ = RANKERS[record["ranker"]]
+    check_model_files(run_dir, record, collection)
     seed_dirs = sorted((Path(run_dir) / collection_slug(collection)).glob("seed-*"))
     return [cls.load(d) for d in seed_dirs]
+
+
+def check_model_files(run_dir: Path, record: dict, collection: str) -> None:
+    """DamagedCacheError naming the first of the collection's model files that is not what
+    was written, and the command that trains the run again. Runs older than the record
+    ("files") are not checked."""
+    prefix = f"{collection_slug(collection)}/seed-"
+    fix = f"retrain with: {record.get('retrain', 'python pipeline.py train')}"
+    for name, expected in record.get("files", {}).items():
+        if name.startswith(prefix):
+            verify(Path(run_dir) / name, expected, fix)
 
 
 def ensemble_scores(models, data: FeatureSet) -> np.ndarray:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import platform
+import shlex
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -17,9 +18,10 @@ import lightgbm
 import numpy as np
 import xgboost
 
-from features import FeatureSet, load_entry
+from features import FeatureConfig, FeatureSet, load_entry
 from features.feature_set import FEATURE_FAMILIES
 from features.cache import atomic_dir, fingerprint, source_digest
+from features.integrity import file_sum
 from features.io import collection_dir
 from features.settings import at_least
 
@@ -262,7 +264,8 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
         fit_final = cluster_fit(client)
         cluster = {"workers": len(client.scheduler_info()["workers"])}
     run_dir = Path(runs_root) / f"{cfg.ranker}-{run_key(cfg, keys, cluster)}"
-    with atomic_dir(run_dir) as tmp:
+    # Equal settings make the same run: one trained meanwhile by another command is replaced.
+    with atomic_dir(run_dir, "the trained run") as tmp:
         results = {}
         for collection, (train, valid) in data.items():
             results[collection] = train_collection(cfg, train, valid,
@@ -273,8 +276,32 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
                                                   "build_seconds": _build_seconds(metas)},
                              warnings)
         record["cluster"] = cluster
+        record["retrain"] = retrain_command(cfg, list(data), runs_root, feature_info)
+        record["files"] = {f.relative_to(tmp).as_posix(): file_sum(f)
+                           for f in sorted(tmp.rglob("*")) if f.is_file()}
         (tmp / "run.json").write_text(json.dumps(record, indent=1))
     return run_dir, record
+
+
+def retrain_command(cfg: TrainConfig, collections: list[str], runs_root: Path,
+                    feature_info: dict) -> str:
+    """The `train` command that makes this run again, into the same directory: what the
+    message of a damaged model file asks to run (run_files.check_model_files)."""
+    args = ["python", "pipeline.py", "train", "--cache-dir", str(Path(runs_root).parent),
+            "--ranker", cfg.ranker, "--collections", *collections]
+    if feature_info.get("data") and not feature_info.get("sample"):
+        args += ["--data-dir", str(feature_info["data"])]
+    default = TrainConfig(ranker=cfg.ranker)
+    for name, option in (("seeds", "--seeds"), ("seed", "--seed"), ("folds", "--folds")):
+        if getattr(cfg, name) != getattr(default, name):
+            args += [option, str(getattr(cfg, name))]
+    args += [a for k, v in cfg.overrides.items() for a in ("--set", f"{k}={v}")]
+    args += [a for family in cfg.without for a in ("--without", family)]
+    args += ["--allow-no-valid"] if cfg.allow_no_valid else []
+    settings, defaults = feature_info.get("settings", {}), asdict(FeatureConfig())
+    args += [a for k, v in settings.items() if v != defaults.get(k)
+             for a in ("--feature", f"{k}={v}")]
+    return shlex.join(args)
 
 
 def _run_record(cfg: TrainConfig, results: dict, keys: dict, feature_info: dict,
