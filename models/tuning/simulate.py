@@ -98,7 +98,19 @@ def simulate(run_dir: Path, npz_root: Path, collections, s: SimSettings, *,
                 "mean": {st: np.mean([g[st] for g in graphs], axis=0).tolist()
                          for st in STRATEGIES}}
             log(f"{collection}: {len(graphs)} graphs in {time.perf_counter() - start:.0f}s")
-    (Path(run_dir) / "tune_sim.json").write_text(json.dumps(result, indent=1))
+    return _save(Path(run_dir) / "tune_sim.json", result)
+
+
+def _save(path: Path, result: dict) -> dict:
+    """Write the result, keeping the collections an earlier simulation with the same settings
+    measured and this one did not (a run can be simulated a few collections at a time)."""
+    if path.is_file():
+        earlier = json.loads(path.read_text())
+        if earlier.get("settings") == json.loads(json.dumps(result["settings"])):
+            result["collections"] = {**earlier["collections"], **result["collections"]}
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    tmp.replace(path)
     return result
 
 
