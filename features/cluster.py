@@ -40,9 +40,11 @@ def connect(address: str | None, timeout: float = CONNECT_TIMEOUT_S, log=print):
         return
     # One single-threaded worker process per core: feature tasks hold the GIL in Numba
     # kernels, so threads would not run them side by side, and LightGBM sizes its threads
-    # to each worker's (one), giving one thread per core overall.
+    # to each worker's (one), giving one thread per core overall. No dashboard; the scheduler's
+    # HTTP endpoint on any free port, not 8787 (taken by another cluster, it printed a warning).
     with LocalCluster(n_workers=os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"}
+                      ) as cluster, Client(cluster) as client:
         log(describe(client, "started for this command (--scheduler local) at"))
         yield client
 
@@ -75,14 +77,15 @@ def _probe(address: str, timeout: float) -> None:
     except (OSError, asyncio.TimeoutError) as exc:
         raise ValueError(_unreachable(address, timeout, exc)) from None
     except Exception as exc:   # e.g. a bad address, or bytes that are no Dask message
-        raise ValueError(f"--scheduler {address}: no Dask scheduler answered "
-                         f"({type(exc).__name__}: {exc})") from None
+        raise ValueError(f"--scheduler {address}: no Dask scheduler answered there "
+                         f"({type(exc).__name__}: {str(exc)[:200]}); is this the address of "
+                         f"a Dask scheduler?") from None
     if not isinstance(answer, dict) or answer.get("type") != "Scheduler":
         raise ValueError(f"--scheduler {address}: the process there is not a Dask scheduler "
                          f"(it answered {str(answer)[:80]!r})")
 
 
 def _unreachable(address: str, timeout: float, exc: Exception) -> str:
-    reason = f" ({exc})" if str(exc) else ""
+    reason = f": {exc}." if str(exc) else "."
     return (f"--scheduler {address}: no Dask scheduler answered within {timeout:g} s "
-            f"(--scheduler-timeout){reason}; is it running, and is the address right?")
+            f"(--scheduler-timeout){reason} Is it running, and is the address right?")
