@@ -206,4 +206,6 @@ def test_an_unanswering_scheduler_is_an_error_after_the_timeout_naming_it(peer, 
 def test_the_scheduler_timeout_must_be_a_positive_number(value, capsys):
     with pytest.raises(SystemExit) as exc:
         pipeline.main(["train", "--scheduler-timeout", value])
-    assert exc.value.code == 2 and "--scheduler-timeout" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert f"--scheduler-timeout: must be a positive number of seconds, got '{value}'" in err

@@ -288,8 +288,9 @@ def _default_fact(s: Section) -> str:
 
 
 def _graph_table(g: pl.DataFrame, order: str) -> str:
-    rows = [f"<table><tr><th>#</th><th class='name'>graph ({order})</th><th>model</th><th>random order</th>"
-            "<th>compiler default first</th><th>model - best reference</th></tr>"]
+    rows = [f"<table><tr><th>#</th><th class='name'>graph ({order})</th><th>model</th>"
+            "<th>random order</th><th>compiler default first</th><th>model - best reference</th>"
+            "</tr>"]
     for r in g.iter_rows(named=True):
         margin = r["model"] - np.fmax(r["random"], r["default_first"])
         rows.append(f"<tr class='{'fail' if r['failing'] else ''}'><td>{r['number']}</td>"
