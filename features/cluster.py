@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 LOCAL = "local"
 # Default of --scheduler-timeout: a scheduler on the network answers in well under a second,
-# so a mistyped or stopped one is reported after this long, not after Dask's own 30 s.
+# so a mistyped or stopped one is reported after this long (it used to take 30 s).
 CONNECT_TIMEOUT_S = 10.0
 
 
