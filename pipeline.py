@@ -22,10 +22,11 @@ from typing import Sequence
 import features
 from features import COLLECTIONS, SPLITS, FeatureConfig
 from features import cache
-from features.cluster import connect
+from features.cluster import CONNECT_TIMEOUT_S, connect
 from features.io import count_configs
 from features.settings import describe, parse_overrides
 from features.feature_set import FEATURE_FAMILIES
+from features.table import FEATURE_SETS
 
 # The model side is imported where a command needs it, not here: spawned feature-build workers
 # run this file's top level again, and importing LightGBM (which loads scikit-learn) cost each
@@ -58,7 +59,7 @@ def cmd_build_features(args) -> int:
     """Build (or reuse from the cache) the feature rows of every collection and split."""
     cfg = _feature_config(args)
     source = _source(args)
-    with connect(args.scheduler) as client:
+    with connect(args.scheduler, args.scheduler_timeout) as client:
         for collection in args.collections:
             for split in args.splits:
                 entry, built = features.build_entry(source.npz_root, collection, split, cfg,
@@ -84,7 +85,7 @@ def cmd_train(args) -> int:
                                                 RUN_SET_PARAMS),
                       allow_no_valid=args.allow_no_valid, without=tuple(args.without))
     source = _source(args)
-    with connect(args.scheduler) as client:
+    with connect(args.scheduler, args.scheduler_timeout) as client:
         entries = {c: tuple(features.build_entry(source.npz_root, c, s, fcfg, args.cache_dir,
                                                  workers=args.workers, pack=args.pack,
                                                  client=client)[0]
@@ -111,7 +112,7 @@ def cmd_submit(args) -> int:
     for c, choice in choices.items():
         print(f"{c:<20} served by {choice.run_dir}" + (f"  (note: {choice.note})"
                                                        if choice.note else ""))
-    with connect(args.scheduler) as client:
+    with connect(args.scheduler, args.scheduler_timeout) as client:
         test_sets = {c: features.load_or_build(source.npz_root, c, "test",
                                                choices[c].feature_config, args.cache_dir,
                                                workers=args.workers, pack=args.pack,
@@ -167,6 +168,16 @@ def _at_least(low: int):
     return parse
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
 def _folds(text: str) -> int:
     value = int(text)
     if value < 0 or value == 1:
@@ -180,19 +191,29 @@ def _run_arg(text: str) -> tuple[str | None, Path]:
     return (collection, Path(path)) if sep and collection in COLLECTIONS else (None, Path(text))
 
 
-def _cache_options(p) -> None:
-    p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE,
-                   help=f"where features, runs and the sample go (default {DEFAULT_CACHE})")
+def _cache_option(holds: str):
+    """The --cache-dir option group of a command, saying what that command keeps or finds there."""
+    def add(p) -> None:
+        p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE, metavar="DIR",
+                       help=f"{holds} (default: %(default)s)")
+    return add
+
+
+FEATURES_HELD = "feature rows (features/), int8 copies of node_config_feat (packed/) and, " \
+                "when no data is found, the generated sample (sample/)"
+RUNS_FOUND = "where trained runs are found (runs/; without --run the newest is used)"
 
 
 def _worker_options(p) -> None:
-    p.add_argument("--workers", type=_at_least(1), default=2,
-                   help="processes building feature files in parallel (default 2)")
+    p.add_argument("--workers", type=_at_least(1), default=2, metavar="N",
+                   help="processes building feature files in parallel (default: %(default)s)")
 
 
 def _data_dir_option(p) -> None:
-    p.add_argument("--data-dir", help="TpuGraphs root (default: $TPUGRAPHS_DIR, then "
-                                      "~/data/tpugraphs, then the generated sample)")
+    p.add_argument("--data-dir", metavar="DIR",
+                   help="TpuGraphs data: the download root, its npz_all/ or npz_all/npz/ "
+                        "(default: $TPUGRAPHS_DIR, else ~/data/tpugraphs, else a generated "
+                        "sample made under --cache-dir)")
 
 
 def _data_options(p) -> None:
@@ -202,41 +223,63 @@ def _data_options(p) -> None:
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="run on a Dask cluster: a scheduler address (tcp://host:8786), or "
                         "'local' for a LocalCluster of one worker per core (needs the dask "
-                        "extra; see README 'Scaling out')")
+                        "extra; see README 'Scaling out') (default: none, local processes)")
+    p.add_argument("--scheduler-timeout", type=_positive_seconds, default=CONNECT_TIMEOUT_S,
+                   metavar="SECONDS",
+                   help="seconds the scheduler at --scheduler ADDRESS has to answer before the "
+                        "command stops with an error (default: %(default)s)")
 
 
 def _feature_options(p) -> None:
-    p.add_argument("--collections", nargs="+", choices=COLLECTIONS, default=list(COLLECTIONS))
+    p.add_argument("--collections", nargs="+", choices=COLLECTIONS, default=list(COLLECTIONS),
+                   metavar="COLLECTION",
+                   help=f"collections to use, one or more of {', '.join(COLLECTIONS)} "
+                        f"(default: all {len(COLLECTIONS)})")
     p.add_argument("--feature", action="append", default=[], metavar="KEY=VALUE",
-                   help=f"FeatureConfig setting (repeatable); keys: {describe(FeatureConfig)}")
+                   help="a FeatureConfig setting of the feature rows (repeatable; default: "
+                        "none changed); seed= picks which configs a graph's row caps and its "
+                        "statistics sample keep (the models' seed is train --seed). Keys: "
+                        + describe(FeatureConfig, choices={"feature_set": FEATURE_SETS}))
 
 
 def _build_options(p) -> None:
-    p.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS))
+    p.add_argument("--splits", nargs="+", choices=SPLITS, default=list(SPLITS), metavar="SPLIT",
+                   help=f"splits to build, one or more of {', '.join(SPLITS)} "
+                        f"(default: all {len(SPLITS)})")
     p.add_argument("--force", action="store_true", help="rebuild even if cached")
 
 
 def _set_help() -> str:
     from models.training import RANKERS
     from models.training.runs import RUN_SET_PARAMS
-    keys = "; ".join(f"{name}: {describe(cls.params_cls, tuple(RUN_SET_PARAMS), defaults=False)}"
-                     for name, (cls, _) in sorted(RANKERS.items()))
-    return (f"ranker parameter (repeatable; defaults per collection kind in models/), by "
-            f"--ranker: {keys}")
+    keys = "; ".join(f"{name}: {describe(cls.params_cls, tuple(RUN_SET_PARAMS), defaults=kinds)}"
+                     for name, (cls, kinds) in sorted(RANKERS.items()))
+    return (f"a ranker parameter (repeatable; default: none changed). Keys of each --ranker, "
+            f"with their defaults per collection kind: {keys}")
 
 
 def _train_options(p) -> None:
     from models.training import RANKERS
-    p.add_argument("--ranker", choices=sorted(RANKERS), default="lambdarank")
-    p.add_argument("--seeds", type=_at_least(1), default=1, help="models averaged per collection")
-    p.add_argument("--seed", type=_at_least(0), default=0, help="first seed")
-    p.add_argument("--folds", type=_folds, default=0,
+    p.add_argument("--ranker", choices=sorted(RANKERS), default="lambdarank",
+                   help="lambdarank (LightGBM LambdaRank), regression (LightGBM L2 on log "
+                        "runtime) or xgboost (XGBoost rank:pairwise); README 'Rankers' "
+                        "(default: %(default)s)")
+    p.add_argument("--seeds", type=_at_least(1), default=1, metavar="N",
+                   help="models per collection, with seeds SEED .. SEED+N-1; their per-graph "
+                        "normalised scores are averaged (default: %(default)s)")
+    p.add_argument("--seed", type=_at_least(0), default=0, metavar="SEED",
+                   help="the first model's seed (model i gets SEED+i): bagging and feature "
+                        "sampling, the lambdarank sub-groups, the train families held out for "
+                        "early stopping; also the --folds split and the random-order "
+                        "reference. The feature rows' own sampling is --feature seed= "
+                        "(default: %(default)s)")
+    p.add_argument("--folds", type=_folds, default=0, metavar="K",
                    help="cross-validate over train graphs with whole model families held out per "
                         "fold (0 = none, else >= 2; >= the number of families: "
-                        "leave-one-family-out)")
+                        "leave-one-family-out) (default: %(default)s)")
     p.add_argument("--without", action="append", default=[], metavar="FAMILY",
                    choices=sorted(FEATURE_FAMILIES),
-                   help="leave a feature family out (ablation; repeatable): "
+                   help="leave a feature family out (ablation; repeatable; default: none): "
                         + ", ".join(sorted(FEATURE_FAMILIES)))
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=_set_help())
     p.add_argument("--allow-no-valid", action="store_true",
@@ -251,17 +294,21 @@ def _submit_options(p) -> None:
                         "collection the newest run that fits)")
     p.add_argument("--allow-other-data", action="store_true",
                    help="accept runs trained on other data (e.g. the generated sample)")
-    p.add_argument("--out", type=Path, default=Path("submission.csv"))
+    p.add_argument("--out", type=Path, default=Path("submission.csv"), metavar="FILE",
+                   help="the submission CSV to write (default: %(default)s)")
 
 
 def _rank_options(p) -> None:
     p.add_argument("file", type=Path, help="npz file: a graph and its candidate configs")
-    p.add_argument("--run", type=Path, help="run directory (default: the newest)")
-    p.add_argument("--top", type=_at_least(1), help="configs to print (default: tile 5, layout all)")
+    p.add_argument("--run", type=Path, metavar="DIR",
+                   help="run directory (default: the newest under --cache-dir)")
+    p.add_argument("--top", type=_at_least(1), metavar="K",
+                   help="configs to print (default: tile 5, layout all)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--collection", choices=COLLECTIONS,
-                   help="model to use (default: from the file's place in a TpuGraphs tree, else "
-                        "tile:xla / layout:xla:random by its keys)")
+    p.add_argument("--collection", choices=COLLECTIONS, metavar="COLLECTION",
+                   help=f"model to use, one of {', '.join(COLLECTIONS)} (default: from the "
+                        f"file's place in a TpuGraphs tree, else tile:xla / layout:xla:random "
+                        f"by its keys)")
 
 
 def cmd_tune_sim(args) -> int:
@@ -279,39 +326,52 @@ def cmd_tune_sim(args) -> int:
 
 
 def _tune_sim_options(p) -> None:
-    p.add_argument("--run", type=Path, help="run directory (default: the newest)")
+    p.add_argument("--run", type=Path, metavar="DIR",
+                   help="run directory (default: the newest under --cache-dir)")
     p.add_argument("--collections", nargs="+", choices=COLLECTIONS, default=list(COLLECTIONS),
-                   help="collections to simulate (default: all)")
-    p.add_argument("--round-size", type=_at_least(1), default=5,
-                   help="measurements between two model updates (default 5)")
-    p.add_argument("--max-graphs", type=_at_least(0), default=0,
-                   help="validation graphs per collection (default 0 = all)")
+                   metavar="COLLECTION",
+                   help=f"collections to simulate, one or more of {', '.join(COLLECTIONS)} "
+                        f"(default: all 5)")
+    p.add_argument("--round-size", type=_at_least(1), default=5, metavar="N",
+                   help="measurements between two model updates (default: %(default)s)")
+    p.add_argument("--max-graphs", type=_at_least(0), default=0, metavar="N",
+                   help="validation graphs per collection (default: 0 = all)")
 
 
 def _report_options(p) -> None:
-    p.add_argument("--run", type=Path, help="run directory (default: the newest)")
-    p.add_argument("--out", type=Path, help="report directory (default: <run>/report)")
+    p.add_argument("--run", type=Path, metavar="DIR",
+                   help="run directory (default: the newest under --cache-dir)")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="report directory (default: <run>/report)")
 
 
 def _bench_options(p) -> None:
-    p.add_argument("--quick", action="store_true", help="small sizes (~2 min)")
-    p.add_argument("--repeat", type=_at_least(1), default=3,
-                   help="runs of every stage; shows median and min-max (default 3)")
-    p.add_argument("--rank-file", type=Path,
-                   help="a real layout npz: time the ranking API on its graph as well")
+    p.add_argument("--quick", action="store_true", help="small sizes (~2 min), not judged")
+    p.add_argument("--repeat", type=_at_least(1), default=3, metavar="N",
+                   help="runs of every stage; shows median and min-max (default: %(default)s)")
+    p.add_argument("--rank-file", type=Path, metavar="FILE",
+                   help="a real layout npz: time the ranking API on its graph as well "
+                        "(default: none, generated graphs only)")
 
 
 # command -> (what runs it, its option groups in --help order)
 COMMANDS = {
-    "build-features": (cmd_build_features, (_cache_options, _worker_options, _data_options,
-                                            _feature_options, _build_options)),
-    "train": (cmd_train, (_cache_options, _worker_options, _data_options, _feature_options,
-                          _train_options)),
-    "submit": (cmd_submit, (_cache_options, _worker_options, _data_options, _submit_options)),
-    "rank": (cmd_rank, (_cache_options, _rank_options)),
-    "report": (cmd_report, (_cache_options, _report_options)),
-    "tune-sim": (cmd_tune_sim, (_cache_options, _data_dir_option, _tune_sim_options)),
-    "bench": (cmd_bench, (_cache_options, _worker_options, _bench_options)),
+    "build-features": (cmd_build_features, (_cache_option(f"where {FEATURES_HELD} are kept"),
+                                            _worker_options, _data_options, _feature_options,
+                                            _build_options)),
+    "train": (cmd_train, (_cache_option(f"where {FEATURES_HELD} are kept, and the trained run "
+                                        f"is saved (runs/)"),
+                          _worker_options, _data_options, _feature_options, _train_options)),
+    "submit": (cmd_submit, (_cache_option(f"{RUNS_FOUND}; {FEATURES_HELD} are kept"),
+                            _worker_options, _data_options, _submit_options)),
+    "rank": (cmd_rank, (_cache_option(RUNS_FOUND), _rank_options)),
+    "report": (cmd_report, (_cache_option(RUNS_FOUND), _report_options)),
+    "tune-sim": (cmd_tune_sim, (_cache_option(f"{RUNS_FOUND}; the sample is made here when "
+                                              f"no data is found"),
+                                _data_dir_option, _tune_sim_options)),
+    "bench": (cmd_bench, (_cache_option("where bench keeps its generated inputs, their feature "
+                                        "rows and bench.json (bench/)"),
+                          _worker_options, _bench_options)),
 }
 
 

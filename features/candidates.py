@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .io import (LAYOUT_KEYS, TILE_KEYS, DataFormatError, Graph, _check_node_config_feat,
-                 _expect, _read_keys, _to_int8, _validate, collection_dir, read_node_config_feat)
+from .io import (LAYOUT_KEYS, N_LAYOUT_CONFIG_FEAT, N_TILE_CONFIG_FEAT, TILE_KEYS,
+                 DataFormatError, Graph, _check_node_config_feat, _expect, _read_keys, _to_int8,
+                 _validate, collection_dir, read_node_config_feat)
 from .feature_set import FeatureSet
 from .schema import COLLECTIONS, SPLITS, collection_kind, is_tile
 from .table import FeatureConfig, GraphStatic, graph_table
@@ -66,10 +67,36 @@ def _candidates(arrays: dict, collection: str, path: Path) -> Graph:
     shape = np.shape(arrays[key])
     c = shape[0] if shape else 0
     _expect(c > 0, path, key, "at least one candidate config", f"shape {shape}")
+    _check_per_candidate_axis(arrays, key, path)
     extra = {"config_runtime": np.zeros(c, np.int64)}
     if is_tile(collection):
         extra["config_runtime_normalizers"] = np.ones(c, np.int64)
     return _validate(Graph(path=path, collection=collection, split="test", **arrays, **extra))
+
+
+def _check_per_candidate_axis(arrays: dict, key: str, path: Path) -> None:
+    """Axis 1 of the configs against what it must hold. The count of candidates is read from
+    axis 0, so a transposed array would otherwise be reported against a shape built from its
+    own wrong axis ('expected (396, 396, 18)')."""
+    shape = np.shape(arrays[key])
+    if key == "config_feat":
+        want, what = N_TILE_CONFIG_FEAT, "tile config features"
+        order = ("c", str(N_TILE_CONFIG_FEAT))
+    else:
+        ids = np.shape(arrays["node_config_ids"])
+        if len(ids) != 1:
+            return   # the validator reports a node_config_ids that is not 1-D
+        want, order = ids[0], ("c", "nc", str(N_LAYOUT_CONFIG_FEAT))
+        what = "configurable nodes listed in node_config_ids"
+    if len(shape) < 2 or shape[1] == want:
+        return
+    hint = ""
+    if shape[0] == want:
+        swapped = (order[1], order[0]) + order[2:]
+        hint = (f". Did you pass ({', '.join(swapped)})? Candidates go first: "
+                f"({', '.join(order)})")
+    raise DataFormatError(f"{path}: axis 1 of {key} must be the {want} {what}; got "
+                          f"{shape[1]} (shape {tuple(shape)}){hint}")
 
 
 def candidate_kind(keys, path: Path) -> str:

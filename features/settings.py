@@ -20,12 +20,30 @@ def settable_fields(cls, exclude: Sequence[str] = ()) -> dict[str, type]:
             if f.init and f.name not in exclude}
 
 
-def describe(cls, exclude: Sequence[str] = (), *, defaults: bool = True) -> str:
-    """'name (type, default value), ...' for --help ('%' doubled for argparse)."""
-    default = {f.name: f", default {f.default!r}" if defaults else ""
-               for f in dataclasses.fields(cls)}
-    return ", ".join(f"{name} ({typ.__name__}{default[name]})"
-                     for name, typ in settable_fields(cls, exclude).items()).replace("%", "%%")
+def describe(cls, exclude: Sequence[str] = (), *, defaults: bool | dict = True,
+             choices: dict[str, Sequence[str]] | None = None) -> str:
+    """'name (type, default value), ...' for --help ('%' doubled for argparse).
+
+    defaults: True for the class's own, False for none, or {label: instance} where they differ
+    by label ('default layout 64, tile 31'). choices: allowed values per field, shown as
+    'str: a|b' (default: the class's CHOICES, if it has them)."""
+    choices = getattr(cls, "CHOICES", {}) if choices is None else choices
+    parts = []
+    for name, typ in settable_fields(cls, exclude).items():
+        kind = f"{typ.__name__}: {'|'.join(choices[name])}" if name in choices else typ.__name__
+        parts.append(f"{name} ({kind}{_default_text(cls, name, defaults)})")
+    return ", ".join(parts).replace("%", "%%")
+
+
+def _default_text(cls, name: str, defaults: bool | dict) -> str:
+    if defaults is False:
+        return ""
+    if defaults is True:
+        defaults = {"": cls()}
+    values = {label: getattr(instance, name) for label, instance in defaults.items()}
+    if len(set(map(repr, values.values()))) == 1:
+        return f", default {next(iter(values.values()))!r}"
+    return ", default " + ", ".join(f"{label} {v!r}" for label, v in values.items())
 
 
 def parse_overrides(cls, pairs: Sequence[str], exclude: dict[str, str] | None = None) -> dict:

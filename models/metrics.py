@@ -17,6 +17,8 @@ from features.feature_set import graph_slices
 from features.schema import is_tile
 
 TILE_TOP_K = 5
+# What a per-graph score is called in tables and figures, by collection kind.
+METRIC_NAME = {"tile": f"top-{TILE_TOP_K} score", "layout": "Kendall tau"}
 
 
 def predicted_order(scores: np.ndarray) -> np.ndarray:

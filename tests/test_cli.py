@@ -2,6 +2,7 @@
 options, and a README that documents exactly the options each command has."""
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -134,16 +135,86 @@ def test_out_of_range_and_ignored_options_are_refused(argv, capsys):
 
 
 @pytest.mark.parametrize("command, keys", [
-    ("train", ["num_leaves (int)", "learning_rate (float)", "max_depth (int)", "gain (str)",
-               "feature_set (str, default 'full')"]),
-    ("build-features", ["max_valid_configs (int, default 1000)"]),
+    ("train", ["num_leaves (int, default 31)", "learning_rate (float, default 0.1)",
+               "max_depth (int, default 6)", "n_grades (int, default layout 64, tile 31)",
+               "gain (str: linear|exponential, default layout 'linear', tile 'exponential')",
+               "oversize (str: split|bag, default 'split')",
+               "feature_set (str: basic|full, default 'full')"]),
+    ("build-features", ["max_valid_configs (int, default 1000)",
+                        "feature_set (str: basic|full, default 'full')"]),
 ])
-def test_help_lists_the_valid_keys_and_types(command, keys, capsys):
+def test_help_lists_the_valid_keys_types_allowed_values_and_defaults(command, keys, capsys):
     with pytest.raises(SystemExit):
         pipeline.main([command, "--help"])
     out = " ".join(capsys.readouterr().out.split())
     for key in keys:
         assert key in out
+
+
+def _subparsers() -> dict:
+    parser = pipeline.build_parser()
+    return next(a for a in parser._actions if a.choices and isinstance(a.choices, dict)).choices
+
+
+def _option_help(command: str) -> dict[str, str]:
+    """--option -> its help text as --help prints it (%(default)s filled in), one line."""
+    p = _subparsers()[command]
+    formatter = p._get_formatter()
+    return {a.option_strings[0] if a.option_strings else a.dest:
+            " ".join(formatter._expand_help(a).split()) if a.help else ""
+            for a in p._actions if a.dest != "help"}
+
+
+@pytest.mark.parametrize("command", list(pipeline.COMMANDS))
+def test_every_option_has_help_with_its_default_and_allowed_values(command):
+    p = _subparsers()[command]
+    shown = _option_help(command)
+    for action in p._actions:
+        if action.dest == "help":
+            continue
+        name = action.option_strings[0] if action.option_strings else action.dest
+        text = shown[name]
+        assert text, f"{command} {name} has no help text"
+        if not action.option_strings or action.nargs == 0:   # a positional or a flag
+            continue
+        assert "default" in text, f"{command} {name}: help does not say its default"
+        if isinstance(action.default, (int, float, str, Path)) and action.default != "":
+            assert str(action.default) in text, f"{command} {name}: default not shown"
+        for value in action.choices or ():
+            assert value in text, f"{command} {name}: allowed value {value!r} not listed"
+
+
+def test_the_two_seeds_say_which_does_what():
+    help_of = _option_help("train")
+    assert "--feature seed=" in help_of["--seed"] and "train --seed" in help_of["--feature"]
+    assert "model" in help_of["--seed"] and "rows" in help_of["--seed"]
+
+
+@pytest.mark.parametrize("command", ["rank", "report"])
+def test_cache_dir_of_a_reading_command_says_only_what_it_reads(command):
+    text = _option_help(command)["--cache-dir"]
+    assert "runs/" in text and "newest" in text
+    assert not any(word in text for word in ("feature", "sample", "kept", "made"))
+
+
+def test_the_train_table_has_a_legend_for_its_columns_and_their_dashes(trained_run):
+    from models.training.run_files import format_table
+
+    record = json.loads((trained_run / "run.json").read_text())   # --seeds 1, no --folds
+    table = format_table(record)
+    legend = " ".join(table[table.index("columns:"):].split())
+    for column in ("scored / unscrd =", "mean, min, max =", "seed sd =", "random =", "cv =",
+                   "sec ="):
+        assert column in legend
+    assert "seed sd = spread of the per-seed means (0.000: one model, --seeds 1)" in legend
+    assert "cv = held-out-family mean ('-': no cross-validation, --folds K for one)" in legend
+    rows = [line.split() for line in table.splitlines() if line.startswith(
+        tuple(record["metrics"]))]
+    assert [row[-2] for row in rows] == ["-"] * len(record["metrics"])   # the cv column
+    assert [row[-4] for row in rows] == ["0.000"] * len(record["metrics"])   # seed sd
+    record["train_config"].update(seeds=3, folds=5)
+    legend = " ".join(format_table(record).split())
+    assert "over the 3 models of --seeds 3" in legend and "over --folds 5" in legend
 
 
 NO_DASK = textwrap.dedent("""

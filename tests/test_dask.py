@@ -3,10 +3,15 @@ give the rows and (nearly) the scores of a single-process run, and a worker kill
 costs a retry, never a half-written cache entry."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
+import re
 import signal
+import socket
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -17,6 +22,7 @@ pytest.importorskip("dask.dataframe", reason="lightgbm.dask needs dask.dataframe
 import pipeline  # noqa: E402
 from features import FeatureConfig, build_entry, load_entry  # noqa: E402
 from features import dask_build  # noqa: E402
+from features.cluster import connect  # noqa: E402
 from features.io import list_npz  # noqa: E402
 from models import metrics  # noqa: E402
 from models.training.dask_train import partition_bounds  # noqa: E402
@@ -130,3 +136,76 @@ def test_training_on_the_cluster_scores_like_a_single_process_run(ranker, client
     score = metrics.collection_score(metrics.per_graph_scores(
         valid.collection, model.predict(valid), valid.runtime, valid.ptr))
     assert score == pytest.approx(cluster["metrics"]["layout:nlp:random"]["mean"])
+
+
+def test_a_scheduler_address_gets_a_client_and_one_line_naming_the_cluster(client):
+    client.wait_for_workers(2, timeout=60)
+    lines = []
+    with connect(client.scheduler.address, 5, log=lines.append) as remote:
+        assert remote.scheduler.address == client.scheduler.address
+    assert lines == [f"running on a Dask cluster at {client.scheduler.address}: 2 workers, "
+                     f"2 threads"]
+
+
+def test_a_local_cluster_run_prints_a_local_run_plus_one_line(tiny_root, tmp_path, capsys):
+    args = ["build-features", "--data-dir", str(tiny_root), "--collections", "tile:xla",
+            "--splits", "valid", "--workers", "1"]
+    assert pipeline.main([*args, "--cache-dir", str(tmp_path / "local")]) == 0
+    local = capsys.readouterr().out.splitlines()
+    assert pipeline.main([*args, "--cache-dir", str(tmp_path / "dask"), "--scheduler",
+                          "local"]) == 0
+    cluster = capsys.readouterr().out.splitlines()
+    banner = [line for line in cluster if line not in local and "Dask" in line]
+    assert len(banner) == 1 and len(cluster) == len(local) + 1
+    n = os.cpu_count()
+    assert re.fullmatch(rf"running on a Dask cluster started for this command \(--scheduler "
+                        rf"local\) at tcp://[\d.]+:\d+: {n} workers, {n} threads", banner[0])
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _silent_server():
+    """A port that accepts connections and never answers (as a web server waits for a
+    request line): Dask's own connect timeout does not cover it."""
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+    thread = threading.Thread(target=lambda: accepted.append(server.accept()), daemon=True)
+    thread.start()
+    try:
+        yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        for conn, _ in accepted:
+            conn.close()
+        server.close()
+
+
+@pytest.mark.parametrize("peer", ["closed", "silent"])
+def test_an_unanswering_scheduler_is_an_error_after_the_timeout_naming_it(peer, tiny_root,
+                                                                          tmp_path, capsys):
+    with contextlib.ExitStack() as stack:
+        address = (f"tcp://127.0.0.1:{_closed_port()}" if peer == "closed"
+                   else stack.enter_context(_silent_server()))
+        start = time.perf_counter()
+        code = pipeline.main(["build-features", "--data-dir", str(tiny_root), "--cache-dir",
+                              str(tmp_path), "--scheduler", address, "--scheduler-timeout",
+                              "1.5"])
+        took = time.perf_counter() - start
+    err = capsys.readouterr().err
+    assert code == 2 and 1.4 < took < 8, took
+    assert err.startswith(f"error: --scheduler {address}: no Dask scheduler answered within "
+                          f"1.5 s (--scheduler-timeout)")
+    assert "Traceback" not in err and not (tmp_path / "features").exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "soon"])
+def test_the_scheduler_timeout_must_be_a_positive_number(value, capsys):
+    with pytest.raises(SystemExit) as exc:
+        pipeline.main(["train", "--scheduler-timeout", value])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert f"--scheduler-timeout: must be a positive number of seconds, got '{value}'" in err

@@ -110,7 +110,7 @@ def _slot_set_to(ncf: np.ndarray, value: float) -> np.ndarray:
     (lambda a: {"node_config_feat": a["node_config_feat"][:, :, :17]},
      "expected shape (c, nc, 18)"),
     (lambda a: {"node_config_feat": a["node_config_feat"][:, 1:]},
-     "key 'node_config_feat': expected shape"),
+     "axis 1 of node_config_feat must be the"),
     (lambda a: {"node_config_feat": _slot_set_to(a["node_config_feat"], 6)},
      "expected integers in -1..5, found"),
     (lambda a: {"node_config_feat": _slot_set_to(a["node_config_feat"], 0.5)},
@@ -133,10 +133,40 @@ def test_bad_arrays_raise_clear_errors(model, layout_graph, change, message):
 
 def test_bad_tile_arrays_and_zero_tile_candidates(model, tiny_npz):
     tile = _candidates(_arrays(list_npz(tiny_npz, "tile:xla", "test")[0]))
-    with pytest.raises(DataFormatError, match=re.escape("key 'config_feat': expected shape")):
+    c = tile["config_feat"].shape[0]
+    with pytest.raises(DataFormatError, match=re.escape(
+            f"axis 1 of config_feat must be the 24 tile config features; got 23 (shape ({c}, "
+            f"23))")) as exc:
         model.rank(**_with(tile, config_feat=tile["config_feat"][:, :23]))
+    assert "Did you pass" not in str(exc.value)
+    with pytest.raises(DataFormatError, match=re.escape(
+            f"axis 1 of config_feat must be the 24 tile config features; got {c} (shape (24, "
+            f"{c})). Did you pass (24, c)? Candidates go first: (c, 24)")):
+        model.rank(**_with(tile, config_feat=tile["config_feat"].T))
     with pytest.raises(DataFormatError, match="at least one candidate config"):
         model.rank(**_with(tile, config_feat=tile["config_feat"][:0]))
+
+
+def test_a_shape_error_names_the_axis_and_where_its_length_comes_from(model, layout_graph):
+    """Candidates as (nc, c, 18): the count must be read from node_config_ids, not from the
+    array's own first axis (which gave 'expected shape (nc, nc, 18)')."""
+    ncf = layout_graph["node_config_feat"]
+    c, nc = ncf.shape[:2]
+    assert c != nc
+    swapped = np.ascontiguousarray(ncf.transpose(1, 0, 2))
+    with pytest.raises(DataFormatError) as exc:
+        model.rank(**_with(layout_graph, node_config_feat=swapped), name="tuner-graph")
+    assert str(exc.value) == (
+        f"tuner-graph: axis 1 of node_config_feat must be the {nc} configurable nodes listed "
+        f"in node_config_ids; got {c} (shape ({nc}, {c}, 18)). Did you pass (nc, c, 18)? "
+        f"Candidates go first: (c, nc, 18)")
+    # A wrong node count (not a transposition) says where the expected count comes from.
+    fewer_ids = layout_graph["node_config_ids"][:-2]
+    with pytest.raises(DataFormatError) as exc:
+        model.rank(**_with(layout_graph, node_config_ids=fewer_ids), name="tuner-graph")
+    assert str(exc.value) == (
+        f"tuner-graph: axis 1 of node_config_feat must be the {nc - 2} configurable nodes "
+        f"listed in node_config_ids; got {nc} (shape ({c}, {nc}, 18))")
 
 
 def test_warm_calls_reuse_graph_tables_and_equal_cold_calls(trained_run, layout_graph):

@@ -6,8 +6,10 @@ import io
 import json
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 from matplotlib import image
 from scipy import stats
@@ -22,6 +24,7 @@ from models import metrics
 from models.training.base import apply_overrides
 from models.training.diagnostics import default_first_per_graph
 from models.training.lgbm import LambdaRank
+from models.reporting import report as report_module
 
 from .conftest import make_ranking
 
@@ -63,7 +66,7 @@ def test_report_tables_list_every_collection_with_the_run_scores(report):
     for collection, m in record["metrics"].items():
         row = re.search(rf"<tr><td><a href='#{collection}'>.*?</tr>", summary).group(0)
         cells = re.findall(r"<td>([^<]*)</td>", row)
-        assert cells[1] == str(len(m["per_graph"])) and cells[2] == f"{m['mean']:.3f}"
+        assert cells[1:4] == [str(m["n_scored"]), str(len(m["unscored"])), f"{m['mean']:.3f}"]
         assert f"<h2 id='{collection}'>" in html
 
 
@@ -78,10 +81,11 @@ def test_a_failing_graph_is_flagged_and_listed_first(trained_run, tmp_path):
     assert pipeline.main(["report", "--run", str(run), "--cache-dir", str(tmp_path)]) == 0
     html = (run / "report" / "report.html").read_text()
     section = html[html.index("<h2 id='layout:xla:random'>"):]
-    first = re.search(r"<tr class='([^']*)'><td>([^<]*)</td>", section)
-    assert first.groups() == ("fail", victim)
+    first = re.search(r"<tr class='([^']*)'><td>([^<]*)</td><td class='name'>([^<]*)</td>",
+                      section)
+    assert first.groups() == ("fail", "1", victim)
     row = re.search(r"<tr><td><a href='#layout:xla:random'>.*?</tr>", html).group(0)
-    assert re.findall(r"<td>([^<]*)</td>", row)[5] == "1"
+    assert re.findall(r"<td>([^<]*)</td>", row)[6] == "1"
 
 
 def test_compiler_default_first_reference():
@@ -169,3 +173,152 @@ def test_round_scores_at_the_stopping_round_rank_like_predict(ranker, rng):
     np.testing.assert_allclose(shift, shift.mean(), atol=1e-5)
     gain = model.gain_importance()
     assert gain.shape == (train.X.shape[1],) and gain[:2].sum() > gain[2:].sum()
+
+
+def _edited_run(trained_run, tmp_path, edit_record=None, edit_diag=None) -> Path:
+    """A copy of the trained run with its run.json (and a collection's diagnostics.json)
+    changed, the way another run's data would read."""
+    run = tmp_path / "run"
+    shutil.copytree(trained_run, run, ignore=shutil.ignore_patterns("report"))
+    record = json.loads((run / "run.json").read_text())
+    if edit_record:
+        edit_record(record)
+    (run / "run.json").write_text(json.dumps(record))
+    for collection, edit in (edit_diag or {}).items():
+        path = run / collection_slug(collection) / "diagnostics.json"
+        diag = json.loads(path.read_text())
+        edit(diag)
+        path.write_text(json.dumps(diag))
+    return run
+
+
+def _section(run, collection):
+    return report_module.gather(run, collection, json.loads((run / "run.json").read_text()))
+
+
+LONG = "inception_v3_batch_8_train_"   # > 100 dev tile kernels share this prefix
+
+
+def _tile_like_spread(record):
+    """tile:xla as on the dev set: the model within 0.94-1.0, references down to -7, and
+    graph names that share a long prefix."""
+    m = record["metrics"]["tile:xla"]
+    renamed = {g: f"{LONG}{i:016x}" for i, g in enumerate(m["per_graph"])}
+    for key in ("per_graph", "random_per_graph", "default_per_graph"):
+        m[key] = {renamed[g]: v for g, v in m[key].items()}
+    graphs = list(renamed.values())
+    m["per_graph"] = dict(zip(graphs, np.linspace(0.94, 1.0, len(graphs)).tolist()))
+    m["random_per_graph"] = dict(zip(graphs, [-7.0] + [0.97] * (len(graphs) - 1)))
+    m["default_per_graph"] = dict(zip(graphs, [0.99] + [-6.5] * (len(graphs) - 1)))
+    m["unscored"] = []
+    return renamed
+
+
+def _renamed_predictions(run, renamed):
+    path = run / "tile-xla" / "valid_predictions.parquet"
+    preds = pl.read_parquet(path)
+    preds.with_columns(pl.col("graph_id").replace(renamed)).write_parquet(path)
+
+
+def test_the_per_graph_axis_spans_the_model_with_references_on_its_edge(trained_run,
+                                                                        tmp_path):
+    renamed = {}
+    run = _edited_run(trained_run, tmp_path, lambda r: renamed.update(_tile_like_spread(r)))
+    _renamed_predictions(run, renamed)
+    s = _section(run, "tile:xla")
+    ax = report_module.section_figures(s)["per_graph"].axes[0]
+    lo, hi = ax.get_ylim()
+    assert 0.9 < lo < 0.94 and 1.0 < hi < 1.02   # the model's 0.94-1.0, not the -7 reference
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    n = len(renamed)
+    below_random = next(v for k, v in lines.items() if k.startswith("random order: 1 below"))
+    below_default = next(v for k, v in lines.items()
+                         if k.startswith(f"compiler default first: {n - 1} below"))
+    assert list(below_random.get_ydata()) == [lo] and list(below_random.get_xdata()) == [1]
+    assert list(below_default.get_ydata()) == [lo] * (n - 1)
+    assert list(lines["model"].get_ydata()) == pytest.approx(np.linspace(0.94, 1.0, n))
+    # Numbered as in the table, where every graph has its full name.
+    assert pipeline.main(["report", "--run", str(run), "--cache-dir", str(tmp_path)]) == 0
+    html = (run / "report" / "report.html").read_text()
+    section = html[html.index("<h2 id='tile:xla'>"):html.index("<h2 id='layout")]
+    rows = re.findall(r"<tr class='[^']*'><td>(\d+)</td><td class='name'>([^<]*)</td>", section)
+    assert rows[:n] == [(str(i + 1), g) for i, g in enumerate(renamed.values())]
+    assert "1 random-order and " + str(n - 1) + " compiler-default reference scores lie " \
+        "beyond it" in section
+
+
+def test_best_and_worst_titles_carry_full_graph_names(trained_run, tmp_path):
+    renamed = {}
+    run = _edited_run(trained_run, tmp_path, lambda r: renamed.update(_tile_like_spread(r)))
+    _renamed_predictions(run, renamed)
+    fig = report_module.section_figures(_section(run, "tile:xla"))["predicted_vs_measured"]
+    titles = [" ".join(ax.get_title().split()) for ax in fig.axes]
+    graphs = list(renamed.values())
+    assert titles[0].startswith(f"best graph #{len(graphs)} {graphs[-1]} (top-5 score 1.000, ")
+    assert titles[1].startswith(f"worst graph #1 {graphs[0]} (top-5 score 0.940, ")
+
+
+def test_unscored_graphs_are_listed_apart_from_the_scored(trained_run, tmp_path):
+    def unscore(record):
+        m = record["metrics"]["layout:xla:random"]
+        victim = next(iter(m["per_graph"]))
+        m["per_graph"][victim] = None
+        m["unscored"] = [victim]
+        unscored.append(victim)
+    unscored = []
+    run = _edited_run(trained_run, tmp_path, unscore)
+    assert pipeline.main(["report", "--run", str(run), "--cache-dir", str(tmp_path)]) == 0
+    html = (run / "report" / "report.html").read_text()
+    section = html[html.index("<h2 id='layout:xla:random'>"):]
+    section = section[:section.index("<h2", 5)]
+    assert (f"Unscored (1; one config or equal runtimes, not in the mean): {unscored[0]}</p>"
+            in section)
+    assert f"<td class='name'>{unscored[0]}</td>" not in section
+    row = re.search(r"<tr><td><a href='#layout:xla:random'>.*?</tr>", html).group(0)
+    assert re.findall(r"<td>([^<]*)</td>", row)[2] == "1"
+
+
+@pytest.mark.parametrize("rounds, capped", [(35, True), (20, False)])
+def test_the_round_curve_states_its_graphs_and_whether_the_cap_stopped_it(
+        trained_run, tmp_path, rounds, capped):
+    collection = "layout:nlp:random"
+
+    def set_rounds(record):
+        record["metrics"][collection]["rounds"] = [rounds]
+        record["params"][collection].update(n_estimators=40, early_stopping=10)
+
+    def first_graph_only(diag):
+        diag["history"][0]["graphs"] = 1
+    run = _edited_run(trained_run, tmp_path, set_rounds, {collection: first_graph_only})
+    s = _section(run, collection)
+    total = len(s.summary["per_graph"])
+    assert total > 1
+    ax = report_module.section_figures(s)["metric_by_round"].axes[0]
+    assert ax.get_title() == f"scored on the first 1 of {total} validation graphs (file " \
+                             f"order; as many as fit in 20,000 rows, since every point " \
+                             f"predicts them again)"
+    cap_line = next(line for line in ax.get_lines() if "round cap" in line.get_label())
+    assert list(cap_line.get_xdata()) == [40, 40]
+    assert cap_line.get_label().endswith("ended seed 0") == capped
+    assert pipeline.main(["report", "--run", str(run), "--cache-dir", str(tmp_path)]) == 0
+    html = " ".join((run / "report" / "report.html").read_text().split())
+    assert f"Scored on the first 1 of {total} validation graphs" in html
+    said = (f"seed 0 was best at round 35, less than 10 rounds before the cap of 40: the cap, "
+            "not early stopping, ended it" if capped else
+            "seed 0 stopped early, keeping 20 of at most 40 rounds")
+    assert said in html
+
+
+def test_every_sample_size_is_stated(report):
+    _, html, record = report
+    html = " ".join(html.split())
+    for collection, m in record["metrics"].items():
+        section = html[html.index(f"<h2 id='{collection}'>"):]
+        n = len(m["per_graph"])
+        assert f"{n} validation graphs: {m['n_scored']} scored, {len(m['unscored'])} unscored" \
+            in section
+        rule = ("every config of every graph" if collection == "tile:xla" else
+                "at most 1,000 configs per graph, sampled like the test files")
+        assert rule in section.split("</p>")[0]
+        assert "random order is the mean of 5 random orders of the graph" in section
+        assert re.search(r"The \d+ of the \d+ features with any gain", section)

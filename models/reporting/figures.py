@@ -1,8 +1,10 @@
-"""The report's figures, each returned as PNG bytes. Built on matplotlib's Figure directly, not
-pyplot, which keeps every figure open in a global registry until it is closed."""
+"""The report's figures, each a matplotlib Figure (what it plots can be inspected; `png` turns it
+into the bytes the report embeds). Built on Figure directly, not pyplot, which keeps every
+figure open in a global registry until it is closed."""
 from __future__ import annotations
 
 import io
+import textwrap
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -10,50 +12,69 @@ from matplotlib.figure import Figure
 MODEL, RANDOM, DEFAULT, FAIL = "#1f77b4", "#999999", "#ff7f0e", "#d62728"
 
 
-def _png(fig: Figure) -> bytes:
+def png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     return buf.getvalue()
 
 
-def per_graph_scores(graph_ids, model, random, default, failing, metric: str) -> bytes:
-    """Graphs left to right from the model's worst to its best; failing ones in red."""
-    n = len(graph_ids)
-    fig = Figure(figsize=(10, 3.6), layout="constrained")
+def per_graph_scores(model, random, default, failing, metric: str,
+                     limits: tuple[float, float]) -> Figure:
+    """Graphs numbered 1.. left to right from the model's worst to its best; failing ones in
+    red. The y-axis spans `limits` (model_span): a reference beyond them is drawn on the edge
+    it passes (a tile reference can sit at -7 while the model spans 0.94-1)."""
+    n = len(model)
+    fig = Figure(figsize=(10, 4.2), layout="constrained")
     ax = fig.subplots()
-    x = np.arange(n)
-    ax.plot(x, random, "x", color=RANDOM, label="random order")
-    floor = _floor(np.r_[model, random])
-    low = default < floor
-    if np.isfinite(default).any():
-        ax.plot(x[~low], default[~low], "^", color=DEFAULT, label="compiler default first",
-                alpha=0.8)
-    if low.any():  # e.g. a tile default many times slower than the best tile: keep the scale
-        ax.plot(x[low], np.full(low.sum(), floor), "v", color=DEFAULT,
-                label=f"compiler default first, below {floor:.2f}")
+    x = np.arange(1, n + 1)
+    lo, hi = limits
+    _reference(ax, x, random, (lo, hi), dict(marker="x", color=RANDOM), "random order")
+    _reference(ax, x, default, (lo, hi), dict(marker="^", color=DEFAULT, alpha=0.8),
+               "compiler default first")
     ax.plot(x, model, "o-", color=MODEL, label="model", lw=1)
     ax.plot(x[failing], model[failing], "o", color=FAIL, ms=9, mfc="none", mew=2,
             label="model below a reference")
-    ax.set_xlabel("validation graphs, model's worst first")
+    ax.set_ylim(lo, hi)
+    ax.set_xlim(0.5 - 0.01 * n, n + 0.5 + 0.01 * n)
+    ax.set_xlabel("validation graphs, model's worst first (numbered as in the table below)")
     ax.set_ylabel(metric)
     if n <= 40:
-        ax.set_xticks(x, [g[:10] for g in graph_ids], rotation=60, ha="right", fontsize=7)
+        ax.set_xticks(x, [str(i) for i in x], fontsize=7)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
-    return _png(fig)
+    fig.legend(fontsize=8, loc="outside lower center", ncol=3)
+    return fig
 
 
-def _floor(values: np.ndarray) -> float:
-    """A lower axis limit a little under the finite values (-inf if there are none)."""
-    finite = values[np.isfinite(values)]
+def model_span(model: np.ndarray, references: np.ndarray) -> tuple[float, float]:
+    """y-limits a little beyond the model's finite scores (the references' if it has none)."""
+    finite = model[np.isfinite(model)]
     if not finite.size:
-        return -np.inf
-    return float(finite.min() - 0.3 * max(finite.max() - finite.min(), 0.1))
+        finite = references[np.isfinite(references)]
+    if not finite.size:
+        return -1.0, 1.0
+    low, high = float(finite.min()), float(finite.max())
+    pad = 0.1 * max(high - low, 0.02)
+    return low - pad, high + pad
 
 
-def predicted_vs_measured(panels, runtime_label: str) -> bytes:
-    """panels: [(title, predicted score, measured runtime, is_default)], one subplot each."""
-    fig = Figure(figsize=(10, 3.8), layout="constrained")
+def _reference(ax, x, values, limits, style: dict, label: str) -> None:
+    """Points within the limits where they are; beyond them, open triangles on the edge."""
+    lo, hi = limits
+    inside = (values >= lo) & (values <= hi)
+    if inside.any():
+        ax.plot(x[inside], values[inside], ls="none", label=label, **style)
+    for beyond, edge, marker, side in ((values < lo, lo, "v", "below"),
+                                       (values > hi, hi, "^", "above")):
+        if beyond.any():
+            ax.plot(x[beyond], np.full(beyond.sum(), edge), ls="none", clip_on=False,
+                    **{**style, "marker": marker, "mfc": "none"},
+                    label=f"{label}: {beyond.sum()} {side} {edge:.2f}, drawn at the edge")
+
+
+def predicted_vs_measured(panels, runtime_label: str) -> Figure:
+    """panels: [(title, predicted score, measured runtime, is_default)], one subplot each;
+    titles are wrapped, never cut (graph names share long prefixes)."""
+    fig = Figure(figsize=(10, 4.2), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (title, score, runtime, is_default) in zip(axes, panels):
         ax.scatter(score[~is_default], runtime[~is_default], s=8, alpha=0.6, color=MODEL,
@@ -63,14 +84,14 @@ def predicted_vs_measured(panels, runtime_label: str) -> bytes:
                        color=DEFAULT, label="compiler default")
             ax.legend(fontsize=8)
         ax.set_yscale("log")
-        ax.set_title(title, fontsize=9)
+        ax.set_title("\n".join(textwrap.wrap(title, 60, break_long_words=False)), fontsize=9)
         ax.set_xlabel("predicted score (higher = faster)")
         ax.set_ylabel(runtime_label)
         ax.grid(alpha=0.3)
-    return _png(fig)
+    return fig
 
 
-def top_features(gain_share: dict[str, float], k: int = 20) -> bytes:
+def top_features(gain_share: dict[str, float], k: int) -> Figure:
     names = list(gain_share)[:k][::-1]
     fig = Figure(figsize=(10, 0.25 * len(names) + 1.0), layout="constrained")
     ax = fig.subplots()
@@ -78,23 +99,28 @@ def top_features(gain_share: dict[str, float], k: int = 20) -> bytes:
     ax.set_yticks(np.arange(len(names)), names, fontsize=8)
     ax.set_xlabel("share of the total split gain (mean over seeds)")
     ax.grid(alpha=0.3, axis="x")
-    return _png(fig)
+    return fig
 
 
-def metric_by_round(history: list[dict], metric: str) -> bytes:
-    """One line per seed; a dashed line where that seed's saved model stops."""
-    fig = Figure(figsize=(10, 3.2), layout="constrained")
+def metric_by_round(history: list[dict], metric: str, scored_on: str, cap: int,
+                    capped: list[int]) -> Figure:
+    """One line per seed, a dashed line where that seed's saved model stops, and a dotted one
+    at the round cap, naming the seeds whose training the cap ended (`capped`)."""
+    fig = Figure(figsize=(10, 3.4), layout="constrained")
     ax = fig.subplots()
     for h in history:
         score = np.array([np.nan if v is None else v for v in h["score"]], float)
         line, = ax.plot(h["rounds"], score, lw=1.5, label=f"seed {h['seed']}")
         ax.axvline(h["best_iteration"], color=line.get_color(), ls="--", lw=1)
+    ax.axvline(cap, color="black", ls=":", lw=1.5, label=f"round cap (n_estimators={cap})"
+               + (f": it, not early stopping, ended seed {', '.join(map(str, capped))}"
+                  if capped else ""))
     ax.set_xlabel("boosting rounds (dashed: rounds the saved model keeps)")
-    graphs = history[0].get("graphs") if history else None
-    ax.set_ylabel(f"validation {metric}" + (f"\n({graphs} graphs)" if graphs else ""))
+    ax.set_ylabel(f"validation {metric}")
+    ax.set_title(f"scored on {scored_on}", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return _png(fig)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
 
 
 def stage_times(stages: dict[str, dict[str, float]]) -> bytes:
@@ -112,4 +138,4 @@ def stage_times(stages: dict[str, dict[str, float]]) -> bytes:
     ax.set_xlabel("wall seconds")
     ax.grid(alpha=0.3, axis="x")
     ax.legend(fontsize=8, ncol=3, loc="lower right")
-    return _png(fig)
+    return fig

@@ -1,10 +1,13 @@
 """`pipeline.py report`: a trained run as one self-contained HTML page plus its PNG figures.
 
-Per collection: every validation graph's score next to random order and 'compiler default first'
-(defined in models/training/diagnostics.py), worst graphs first; predicted score vs measured runtime of the
-best and the worst graph; the features with the most gain; the validation metric per boosting
-round; and, for the whole run, where the time went. Written atomically to <run>/report/ with
-report.json saying what it was made from.
+Per collection: every scored validation graph's score next to random order and 'compiler
+default first' (defined in models/training/diagnostics.py), numbered from the model's worst and
+named in full in the tables, on an axis spanning the model's scores (references beyond it are
+drawn on its edge); the unscored graphs by name; predicted score vs measured runtime of the best
+and the worst graph; the features with the most gain; the validation metric per boosting round,
+with the graphs it is scored on and whether the round cap ended training; and, for the whole run,
+where the time went. Every subset and cap is stated where it applies. Written atomically to
+<run>/report/ with report.json saying what it was made from.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
+from matplotlib.figure import Figure
 
 from features.cache import atomic_dir
 from features.schema import collection_kind, collection_slug
@@ -24,26 +28,40 @@ from features.schema import collection_kind, collection_slug
 from models.training import diagnostics
 from . import figures
 from models import metrics
+from models.metrics import METRIC_NAME
 from models.serving.predict import read_run
+from models.training.runs import N_RANDOM_ORDERS
 
-WORST_ROWS = 15   # graph table rows per collection; the sorted figure shows every graph
-METRIC = {"tile": "top-5 score", "layout": "Kendall tau"}
+WORST_ROWS = 15   # graph table rows shown per collection; the rest fold out, the figure has all
+TOP_FEATURES = 20
 
 
 @dataclass
 class Section:
     collection: str
-    graphs: pl.DataFrame    # graph_id, model, random, default_first, failing; model's worst first
+    graphs: pl.DataFrame    # scored graphs: graph_id, model, random, default_first, failing;
+                            # the model's worst first, numbered 1.. in that order
+    unscored: list[str]     # graphs without a score (one config or equal runtimes)
     predictions: pl.DataFrame
     diag: dict
     summary: dict
+    params: dict            # the ranker's settings for this collection (run.json "params")
+    settings: dict          # the feature settings (run.json features.settings)
 
     @property
     def kind(self) -> str:
         return collection_kind(self.collection)
 
+    @property
+    def limits(self) -> tuple[float, float]:
+        """The per-graph figure's y-axis: the model's scores, not the references'."""
+        g = self.graphs
+        return figures.model_span(g["model"].to_numpy(), np.r_[g["random"].to_numpy(),
+                                                              g["default_first"].to_numpy()])
 
-def gather(run_dir: Path, collection: str, summary: dict) -> Section:
+
+def gather(run_dir: Path, collection: str, record: dict) -> Section:
+    summary = record["metrics"][collection]
     preds, diag = diagnostics.read(Path(run_dir) / collection_slug(collection))
     ids = list(summary["per_graph"])
     default = summary.get("default_per_graph") or {}
@@ -55,37 +73,57 @@ def gather(run_dir: Path, collection: str, summary: dict) -> Section:
     best_ref = np.fmax(graphs["random"].to_numpy(), graphs["default_first"].to_numpy())
     # Strictly below: a tile model whose pick ties a default tile that is itself the best is fine.
     graphs = graphs.with_columns(failing=pl.Series(graphs["model"].to_numpy() < best_ref))
-    return Section(collection, graphs.sort("model"), preds,  # NaN (unrankable) sorts last
-                   diag, summary)
+    scored = graphs.filter(pl.col("model").is_not_nan()).sort("model")
+    return Section(collection, scored.with_row_index("number", offset=1),
+                   graphs.filter(pl.col("model").is_nan())["graph_id"].to_list(), preds, diag,
+                   summary, record["params"][collection], record["features"].get("settings", {}))
 
 
 def _floats(values) -> np.ndarray:
     return np.array([np.nan if v is None else v for v in values], np.float64)
 
 
-def section_figures(s: Section) -> dict[str, bytes]:
-    g, metric = s.graphs, METRIC[s.kind]
+def section_figures(s: Section) -> dict[str, Figure]:
+    g, metric = s.graphs, METRIC_NAME[s.kind]
     out = {"per_graph": figures.per_graph_scores(
-        g["graph_id"].to_list(), g["model"].to_numpy(), g["random"].to_numpy(),
-        g["default_first"].to_numpy(), g["failing"].to_numpy(), metric)}
-    ranked = g.filter(pl.col("model").is_not_nan())
-    if ranked.height:
-        picks = [("best", ranked[-1]), ("worst", ranked[0])]
+        g["model"].to_numpy(), g["random"].to_numpy(), g["default_first"].to_numpy(),
+        g["failing"].to_numpy(), metric, s.limits)}
+    if g.height:
+        picks = [("best", g[-1]), ("worst", g[0])]
         out["predicted_vs_measured"] = figures.predicted_vs_measured(
             [_panel(s, label, row) for label, row in picks],
             "runtime / normalizer" if s.kind == "tile" else "measured runtime")
     if s.diag["gain_share"]:
-        out["top_features"] = figures.top_features(s.diag["gain_share"])
+        out["top_features"] = figures.top_features(s.diag["gain_share"], TOP_FEATURES)
     if s.diag["history"]:
-        out["metric_by_round"] = figures.metric_by_round(s.diag["history"], metric)
+        capped = [seed for seed, rounds in enumerate(s.summary["rounds"])
+                  if _cap_ended(rounds, s.params)]
+        out["metric_by_round"] = figures.metric_by_round(
+            s.diag["history"], metric, _history_graphs(s), s.params["n_estimators"], capped)
     return out
 
 
 def _panel(s: Section, label: str, row: pl.DataFrame):
     gid, value = row["graph_id"][0], row["model"][0]
     rows = s.predictions.filter(pl.col("graph_id") == gid)
-    return (f"{label} graph {gid[:24]} ({METRIC[s.kind]} {value:.3f})", rows["score"].to_numpy(),
-            rows["runtime"].to_numpy(), rows["is_default"].to_numpy())
+    return (f"{label} graph #{row['number'][0]} {gid} ({METRIC_NAME[s.kind]} {value:.3f}, "
+            f"{rows.height} configs)", rows["score"].to_numpy(), rows["runtime"].to_numpy(),
+            rows["is_default"].to_numpy())
+
+
+def _cap_ended(rounds: int, params: dict) -> bool:
+    """Whether the round cap, not early stopping, ended the fit that chose `rounds`: stopping
+    takes `early_stopping` rounds without gain after the best, which did not fit under it."""
+    return rounds + params["early_stopping"] > params["n_estimators"]
+
+
+def _history_graphs(s: Section) -> str:
+    """Which validation graphs the per-round curve is scored on."""
+    shown, total = s.diag["history"][0]["graphs"], len(s.summary["per_graph"])
+    if shown >= total:
+        return f"all {total} validation graphs"
+    return (f"the first {shown} of {total} validation graphs (file order; as many as fit in "
+            f"{diagnostics.HISTORY_ROWS:,} rows, since every point predicts them again)")
 
 
 def stage_seconds(record: dict) -> dict[str, dict[str, float]]:
@@ -101,11 +139,11 @@ def write_report(run_dir: Path, out_dir: Path | None = None) -> Path:
     run_dir = Path(run_dir)
     out_dir = Path(out_dir) if out_dir else run_dir / "report"
     record = read_run(run_dir)
-    sections = [gather(run_dir, c, m) for c, m in record["metrics"].items()]
-    images = {"stage_times": figures.stage_times(stage_seconds(record))}
+    sections = [gather(run_dir, c, record) for c in record["metrics"]]
+    images = {"stage_times": figures.png(figures.stage_times(stage_seconds(record)))}
     for s in sections:
-        images.update({f"{collection_slug(s.collection)}-{k}": png
-                       for k, png in section_figures(s).items()})
+        images.update({f"{collection_slug(s.collection)}-{k}": figures.png(fig)
+                       for k, fig in section_figures(s).items()})
     with atomic_dir(out_dir) as tmp:
         for name, png in images.items():
             (tmp / f"{name}.png").write_bytes(png)
@@ -121,7 +159,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None) -> Path:
 
 CSS = """body{font-family:sans-serif;max-width:1060px;margin:2em auto;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.2em}td,th{border:1px solid #ccc;padding:3px 8px;
-text-align:right}th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+text-align:right}th{background:#f3f3f3}td:first-child,th:first-child,.name{text-align:left}
 tr.fail td{background:#fde2e2}img{max-width:100%}h2{border-top:2px solid #ddd;padding-top:.6em}
 .note{color:#555;font-size:90%}"""
 
@@ -153,14 +191,15 @@ def _run_facts(record: dict) -> str:
 
 
 def _summary_table(sections: list[Section]) -> str:
-    rows = ["<table><tr><th>collection</th><th>metric</th><th>graphs</th><th>model</th>"
-            "<th>random order</th><th>compiler default first</th><th>graphs failing</th>"
-            "<th>train s</th></tr>"]
+    rows = ["<table><tr><th>collection</th><th>metric</th><th>graphs scored</th>"
+            "<th>unscored</th><th>model</th><th>random order</th><th>compiler default first</th>"
+            "<th>graphs failing</th><th>train s</th></tr>"]
     for s in sections:
         g = s.graphs
         rows.append(
-            f"<tr><td><a href='#{s.collection}'>{s.collection}</a></td><td>{METRIC[s.kind]}</td>"
-            f"<td>{g.height}</td><td>{_fmt(metrics.collection_score(g['model'].to_numpy()))}</td>"
+            f"<tr><td><a href='#{s.collection}'>{s.collection}</a></td>"
+            f"<td>{METRIC_NAME[s.kind]}</td><td>{g.height}</td><td>{len(s.unscored)}</td>"
+            f"<td>{_fmt(metrics.collection_score(g['model'].to_numpy()))}</td>"
             f"<td>{_fmt(metrics.collection_score(g['random'].to_numpy()))}</td>"
             f"<td>{_fmt(metrics.collection_score(g['default_first'].to_numpy()))}</td>"
             f"<td>{int(g['failing'].sum())}</td><td>{s.summary['seconds']:.1f}</td></tr>")
@@ -171,14 +210,71 @@ def _section_html(s: Section, images: dict) -> list[str]:
     key = collection_slug(s.collection)
     g = s.graphs
     out = [f"<h2 id='{s.collection}'>{s.collection}</h2>",
-           f"<p>{g.height} validation graphs, {int(g['failing'].sum())} failing; "
-           f"{_default_fact(s)}.</p>", _img(images, f"{key}-per_graph"), _graph_table(g, s.kind)]
-    for name, title in (("predicted_vs_measured", "Best and worst validation graph"),
-                        ("top_features", "Top features by gain"),
-                        ("metric_by_round", "Validation metric per boosting round")):
+           f"<p>{g.height + len(s.unscored)} validation graphs: {g.height} scored, "
+           f"{len(s.unscored)} unscored; {s.predictions.height:,} rows, {_rows_rule(s)}. "
+           f"{int(g['failing'].sum())} failing; {_default_fact(s)}.</p>",
+           _img(images, f"{key}-per_graph"), _per_graph_note(s),
+           _graph_table(g.head(WORST_ROWS), f"{min(g.height, WORST_ROWS)} worst of {g.height}")]
+    if g.height > WORST_ROWS:
+        out.append(f"<details><summary>all {g.height} scored graphs</summary>"
+                   f"{_graph_table(g, 'model worst first')}</details>")
+    out.append(_unscored_html(s))
+    notes = {"predicted_vs_measured": ("Best and worst validation graph",
+                                       "Each point is one of the graph's validation configs."),
+             "top_features": ("Top features by gain", _features_note(s)),
+             "metric_by_round": ("Validation metric per boosting round", _rounds_note(s))}
+    for name, (title, note) in notes.items():
         if f"{key}-{name}" in images:
-            out += [f"<h3>{title}</h3>", _img(images, f"{key}-{name}")]
+            out += [f"<h3>{title}</h3>", _img(images, f"{key}-{name}"),
+                    f"<p class='note'>{note}</p>"]
     return out
+
+
+def _rows_rule(s: Section) -> str:
+    cap = s.settings.get("max_valid_configs")
+    if s.kind == "tile" or not cap:
+        return "every config of every graph"
+    return (f"at most {cap:,} configs per graph, sampled like the test files "
+            f"(--feature max_valid_configs={cap})")
+
+
+def _per_graph_note(s: Section) -> str:
+    lo, hi = s.limits
+    beyond = {name: int(((s.graphs[col] < lo) | (s.graphs[col] > hi)).sum())
+              for name, col in (("random-order", "random"), ("compiler-default", "default_first"))}
+    edge = " and ".join(f"{n} {name}" for name, n in beyond.items() if n) or "no"
+    return (f"<p class='note'>Every scored graph, numbered from the model's worst as in the "
+            f"tables; random order is the mean of {N_RANDOM_ORDERS} random orders of the graph. "
+            f"The axis spans the model's scores ({lo:.3f} to {hi:.3f}): {edge} reference "
+            f"scores lie beyond it and are drawn as open triangles on its edge (their values are "
+            f"in the tables).</p>")
+
+
+def _unscored_html(s: Section) -> str:
+    if not s.unscored:
+        return "<p class='note'>Every validation graph has a score.</p>"
+    names = ", ".join(html.escape(g) for g in s.unscored)
+    return (f"<p>Unscored ({len(s.unscored)}; one config or equal runtimes, not in the mean): "
+            f"{names}</p>")
+
+
+def _features_note(s: Section) -> str:
+    share = s.diag["gain_share"]
+    return (f"The {min(TOP_FEATURES, len(share))} of the {len(share)} features with any gain; "
+            f"share of the total gain, mean over {len(s.summary['seed_means'])} seed(s).")
+
+
+def _rounds_note(s: Section) -> str:
+    cap, patience = s.params["n_estimators"], s.params["early_stopping"]
+    seeds = []
+    for seed, rounds in enumerate(s.summary["rounds"]):
+        seeds.append(f"seed {seed} was best at round {rounds}, less than {patience} rounds "
+                     f"before the cap of {cap}: the cap, not early stopping, ended it, and more "
+                     f"rounds may help (--set n_estimators=N)" if _cap_ended(rounds, s.params)
+                     else f"seed {seed} stopped early, keeping {rounds} of at most {cap} rounds")
+    return (f"Scored on {_history_graphs(s)}, at {len(s.diag['history'][0]['rounds'])} round "
+            f"counts. The rounds were chosen by early stopping (patience {patience}) on held-out "
+            f"train families, not on this curve: {'; '.join(seeds)}.")
 
 
 def _default_fact(s: Section) -> str:
@@ -191,19 +287,17 @@ def _default_fact(s: Section) -> str:
     return f"{n} hold a compiler-default config among their validation rows"
 
 
-def _graph_table(g: pl.DataFrame, kind: str) -> str:
-    rows = ["<table><tr><th>graph (model's worst first)</th><th>model</th><th>random order</th>"
-            "<th>compiler default first</th><th>model - best reference</th></tr>"]
-    for r in g.head(WORST_ROWS).iter_rows(named=True):
+def _graph_table(g: pl.DataFrame, order: str) -> str:
+    rows = [f"<table><tr><th>#</th><th class='name'>graph ({order})</th><th>model</th>"
+            "<th>random order</th><th>compiler default first</th><th>model - best reference</th>"
+            "</tr>"]
+    for r in g.iter_rows(named=True):
         margin = r["model"] - np.fmax(r["random"], r["default_first"])
-        rows.append(f"<tr class='{'fail' if r['failing'] else ''}'>"
-                    f"<td>{html.escape(r['graph_id'])}</td><td>{_fmt(r['model'])}</td>"
-                    f"<td>{_fmt(r['random'])}</td><td>{_fmt(r['default_first'])}</td>"
+        rows.append(f"<tr class='{'fail' if r['failing'] else ''}'><td>{r['number']}</td>"
+                    f"<td class='name'>{html.escape(r['graph_id'])}</td><td>{_fmt(r['model'])}"
+                    f"</td><td>{_fmt(r['random'])}</td><td>{_fmt(r['default_first'])}</td>"
                     f"<td>{_fmt(margin)}</td></tr>")
-    rest = g.height - min(g.height, WORST_ROWS)
-    more = f"<p class='note'>{rest} better graphs not listed (the figure has all).</p>" \
-        if rest else ""
-    return "\n".join(rows + ["</table>", more])
+    return "\n".join(rows + ["</table>"])
 
 
 def _img(images: dict, name: str) -> str:

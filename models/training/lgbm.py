@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import lightgbm as lgb
 import numpy as np
@@ -50,6 +51,7 @@ class TreeParams:
 
 @dataclass(frozen=True)
 class LambdaRankParams(TreeParams):
+    CHOICES: ClassVar[dict] = {"gain": ("linear", "exponential"), "oversize": ("split", "bag")}
     n_grades: int = 31
     gain: str = "linear"            # "linear": every level counts alike; "exponential": 2^l - 1
     truncation_level: int = 10_000  # pairs considered per query; >= group size = whole list
@@ -63,10 +65,9 @@ class LambdaRankParams(TreeParams):
         if not 0 < self.max_group_size <= MAX_LGBM_GROUP:
             raise ValueError(f"max_group_size must be in 1..{MAX_LGBM_GROUP}, "
                              f"got {self.max_group_size}")
-        if self.gain not in ("linear", "exponential"):
-            raise ValueError(f"gain must be 'linear' or 'exponential', got {self.gain!r}")
-        if self.oversize not in ("split", "bag"):
-            raise ValueError(f"oversize must be 'split' or 'bag', got {self.oversize!r}")
+        for name, allowed in self.CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
 
 
 @dataclass(frozen=True)

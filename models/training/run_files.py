@@ -9,6 +9,7 @@ refused, never loaded.
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,8 @@ from features import FeatureSet
 from features.cache import DamagedCacheError
 from features.integrity import verify
 from features.schema import collection_slug
+
+from models.metrics import METRIC_NAME
 
 from . import RANKERS
 from .base import normalize_per_graph
@@ -73,6 +76,26 @@ def mean_normalized(per_model: list[np.ndarray], ptr: np.ndarray) -> np.ndarray:
     return np.mean([normalize_per_graph(s, ptr) for s in per_model], axis=0)
 
 
+def legend(record: dict) -> list[str]:
+    """What the table's columns mean, and why a cell of this run reads '-' or 0."""
+    cfg, by_collection = record["train_config"], record["metrics"].values()
+    sd = ("0.000: one model, --seeds 1" if cfg["seeds"] == 1
+          else f"over the {cfg['seeds']} models of --seeds {cfg['seeds']}")
+    if cfg["folds"] < 2:
+        cv = "'-': no cross-validation, --folds K for one"
+    elif any(m["cv_mean"] is None for m in by_collection):
+        cv = f"over --folds {cfg['folds']}; '-' where the train graphs hold one family"
+    else:
+        cv = f"over --folds {cfg['folds']}"
+    metric = ", ".join(f"{kind} {name}" for kind, name in METRIC_NAME.items())
+    empty = "; '-' with no scored graph" if any(m["mean"] is None for m in by_collection) else ""
+    text = (f"columns: scored / unscrd = validation graphs in / left out of the mean; mean, min, "
+            f"max = the per-graph score ({metric}{empty}); seed sd = spread of the per-seed "
+            f"means ({sd}); random = random orders' mean; cv = held-out-family mean ({cv}); "
+            f"sec = wall seconds")
+    return textwrap.wrap(text, width=100, subsequent_indent="  ", break_on_hyphens=False)
+
+
 def format_table(record: dict) -> str:
     """Per-collection validation table: graphs scored and unscored, mean, per-graph min/max,
     seed spread, random order; then the unscored graphs and any warning."""
@@ -88,6 +111,7 @@ def format_table(record: dict) -> str:
     scored = record.get("final_collections", list(record["metrics"]))
     final = f"{record['final']:.4f}" if record["final"] is not None else "-"
     lines.append(f"{f'final (mean of {len(scored)} collections)':<34} {final}")
+    lines += legend(record)
     for c, m in record["metrics"].items():
         if m.get("unscored"):
             shown = ", ".join(m["unscored"][:MAX_LISTED_GRAPHS])
