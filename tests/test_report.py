@@ -303,7 +303,7 @@ def test_the_round_curve_states_its_graphs_and_whether_the_cap_stopped_it(
     assert pipeline.main(["report", "--run", str(run), "--cache-dir", str(tmp_path)]) == 0
     html = " ".join((run / "report" / "report.html").read_text().split())
     assert f"Scored on the first 1 of {total} validation graphs" in html
-    said = (f"seed 0 was best at round 35, less than 10 rounds before the cap of 40: the cap, "
+    said = ("seed 0 was best at round 35, less than 10 rounds before the cap of 40: the cap, "
             "not early stopping, ended it" if capped else
             "seed 0 stopped early, keeping 20 of at most 40 rounds")
     assert said in html
