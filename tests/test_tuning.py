@@ -12,6 +12,7 @@ from features.io import list_npz
 from models.api import CostModel
 from models.metrics import kendall_tau_b
 from models.tuning.refine import RefineParams, refine
+from models.reporting.figures import tuning_curves
 from models.tuning.simulate import random_best
 
 GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
@@ -109,3 +110,12 @@ def test_tune_sim_measures_three_searches_on_validation_graphs(trained, trained_
             found = np.array(result["mean"][search])
             # Ratios to the file's best: never below 1, never worse with a larger budget
             assert np.all(found >= 1.0) and np.all(np.diff(found) <= 1e-12), (collection, search)
+    # The report of the run shows the simulation: a section, its table and one panel per collection
+    assert pipeline.main(["report", "--run", str(trained_run), "--cache-dir", str(cache)]) == 0
+    page = (trained_run / "report" / "report.html").read_text()
+    section = page.split("Autotuning simulation (tune-sim)")[1]
+    assert "<img alt='tune_sim'" in section and "layout:xla:random" in section
+    figure = tuning_curves(saved["collections"], saved["settings"]["budgets"])
+    assert len(figure.axes) == 2
+    assert [line.get_label() for line in figure.axes[0].get_lines()] == ["random", "frozen",
+                                                                         "updated"]

@@ -139,3 +139,23 @@ def stage_times(stages: dict[str, dict[str, float]]) -> bytes:
     ax.grid(alpha=0.3, axis="x")
     ax.legend(fontsize=8, ncol=3, loc="lower right")
     return fig
+
+
+def tuning_curves(collections: dict[str, dict], budgets: list[int]) -> Figure:
+    """tune-sim's best runtime found / the file's best against measurements, one panel per
+    collection, one line per search."""
+    fig = Figure(figsize=(3.2 * len(collections) + 0.5, 3.2), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(collections), sharey=False))
+    styles = {"random": dict(color=RANDOM, ls=":"), "frozen": dict(color=DEFAULT, ls="--"),
+              "updated": dict(color=MODEL)}
+    for ax, (collection, result) in zip(axes, collections.items()):
+        for search, style in styles.items():
+            ax.plot(budgets, result["mean"][search], marker="o", ms=3, label=search, **style)
+        ax.set_xscale("log")
+        ax.set_xticks(budgets, [str(b) for b in budgets])
+        ax.set_title(f"{collection} ({len(result['graphs'])} graphs)", fontsize=9)
+        ax.set_xlabel("measurements")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("best found / best of the file")
+    axes[0].legend(fontsize=8)
+    return fig

@@ -144,10 +144,14 @@ def write_report(run_dir: Path, out_dir: Path | None = None) -> Path:
     for s in sections:
         images.update({f"{collection_slug(s.collection)}-{k}": figures.png(fig)
                        for k, fig in section_figures(s).items()})
+    tuning = _tune_sim(run_dir)
+    if tuning:
+        images["tune_sim"] = figures.png(figures.tuning_curves(tuning["collections"],
+                                                               tuning["settings"]["budgets"]))
     with atomic_dir(out_dir) as tmp:
         for name, png in images.items():
             (tmp / f"{name}.png").write_bytes(png)
-        (tmp / "report.html").write_text(render(run_dir, record, sections, images))
+        (tmp / "report.html").write_text(render(run_dir, record, sections, images, tuning))
         (tmp / "report.json").write_text(json.dumps(
             {"run": str(run_dir), "run_created": record.get("created"),
              "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -164,7 +168,27 @@ tr.fail td{background:#fde2e2}img{max-width:100%}h2{border-top:2px solid #ddd;pa
 .note{color:#555;font-size:90%}"""
 
 
-def render(run_dir: Path, record: dict, sections: list[Section], images: dict) -> str:
+def _tune_sim(run_dir: Path) -> dict | None:
+    """The run's tune_sim.json (pipeline.py tune-sim), if it was simulated."""
+    path = run_dir / "tune_sim.json"
+    result = json.loads(path.read_text()) if path.is_file() else None
+    return result if result and result["collections"] else None
+
+
+def _tune_sim_html(tuning: dict | None, images: dict) -> str:
+    if tuning is None:
+        return ""
+    from models.tuning.simulate import format_table
+    return "\n".join([
+        "<h2>Autotuning simulation (tune-sim)</h2>", _img(images, "tune_sim"),
+        f"<pre>{html.escape(format_table(tuning))}</pre>",
+        f"<p class='note'>Rounds of {tuning['settings']['round_size']} measurements, the model "
+        f"updated after each; random = the exact mean over all draws; data: "
+        f"{html.escape(tuning['data'])}.</p>"])
+
+
+def render(run_dir: Path, record: dict, sections: list[Section], images: dict,
+           tuning: dict | None = None) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Run report: "
              f"{html.escape(run_dir.name)}</title><style>{CSS}</style></head><body>",
              f"<h1>Run {html.escape(run_dir.name)}</h1>", _run_facts(record),
@@ -178,7 +202,7 @@ def render(run_dir: Path, record: dict, sections: list[Section], images: dict) -
              "possibly made by an earlier command.</p>"]
     for s in sections:
         parts += _section_html(s, images)
-    return "\n".join(parts + ["</body></html>"])
+    return "\n".join(parts + [_tune_sim_html(tuning, images), "</body></html>"])
 
 
 def _run_facts(record: dict) -> str:
