@@ -287,6 +287,10 @@ def _graph_arrays(g: Graph) -> dict:
 
 
 def _save(model: CostModel, path: Path) -> Path:
+    if not model.source:
+        raise ValueError("save: this CostModel was not loaded from a run directory")
+    if path.exists() and not (path / SAVED).is_file():
+        raise FileExistsError(f"save: {path} exists and is not a saved cost model; not replacing it")
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(model.source, tmp / "run")

@@ -86,6 +86,12 @@ def test_save_and_load_keep_what_was_learnt(trained_run, measured_graph, tmp_pat
     np.testing.assert_array_equal(after.scores, before.scores)
     # The measurements came along: one more update continues from all 41, not from 1.
     assert loaded.update(**graph, node_config_feat=configs[40:41], runtimes=runtime[40:41]) == 41
+    assert loaded.save(saved) == saved                 # a saved model may be replaced ...
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="not a saved cost model"):
+        model.save(tmp_path / "notes")                 # ... any other directory is left alone
+    assert (tmp_path / "notes" / "keep.txt").read_text() == "mine"
 
 
 def test_random_best_is_the_mean_over_every_draw(rng):
