@@ -63,6 +63,10 @@ class SampleTrainedWarning(UserWarning):
     """The run was trained on the generated sample: its scores say nothing about real graphs."""
 
 
+class ReferenceCoverageWarning(UserWarning):
+    """Candidates set layout sections the graph's reference never sets (see CostModel.rank)."""
+
+
 class FamilyMismatchWarning(UserWarning):
     """The graph looks like the other family (xla vs nlp, by its opcodes) than the model's."""
 
@@ -128,8 +132,11 @@ class CostModel:
              invalid: str = "error") -> Ranking:
         """Rank candidates given as arrays, named as in the dataset: layout candidates as
         node_config_feat (c, nc, 18) with node_config_ids (nc,), tile ones as config_feat (c, 24).
-        No runtimes. `reference`: configs (same layout) fixing the graph's statistics the first
-        time the graph is seen (default: these candidates). `collection` picks the model
+        No runtimes. `reference`: configs (same layout) fixing the graph's statistics, its
+        models' scale and which layout sections its tables expect, the first time the graph is
+        seen (default: these candidates; it should cover the sections the search varies, else
+        a ReferenceCoverageWarning). A graph dropped from the cache (see `cache_size`) gets a
+        new reference when it comes back, unless `reference=` is passed again. `collection` picks the model
         (default tile:xla / layout:xla:random; a FamilyMismatchWarning when the graph looks
         like the other family); `name` stands for a file stem (graph id) and names the input in
         errors (DataFormatError).
@@ -182,6 +189,11 @@ class CostModel:
     def rank_graph(self, g: Graph, reference=None) -> Ranking:
         """Rank the configs of a validated test-split Graph (see features.candidates)."""
         scorer, state = self._state(g, reference)
+        if state.slots is not None and np.any(g.slots() > state.slots):
+            warnings.warn(f"{g.path}: candidates set layout sections that the graph's reference "
+                          f"configs never set; the graph's tables follow the reference: pass a "
+                          f"reference= that covers what the search varies",
+                          ReferenceCoverageWarning, stacklevel=3)
         scores, spread = scorer.scores(g, state)
         return Ranking(g.collection, scores, predicted_order(scores), spread)
 
@@ -190,13 +202,15 @@ class CostModel:
                collection: str | None = None, name: str = "graph") -> int:
         """Learn from measured configs of a graph (arrays as in `rank`, `runtimes` (c,) in any
         unit, lower = faster): later scores of this graph start from the trained model and
-        move towards what was measured, more as measurements accumulate. Returns how many
-        measurements the graph has."""
+        move towards what was measured, more as measurements accumulate. `reference` as in
+        `rank` (used only when the graph is new; else the measured configs become its
+        reference). Returns how many measurements the graph has."""
         g = self._graph(dict(node_feat=node_feat, node_opcode=node_opcode, edge_index=edge_index,
                              node_config_ids=node_config_ids, node_splits=node_splits,
                              node_config_feat=node_config_feat, config_feat=config_feat),
                         collection, name)
         runtimes = _runtimes(runtimes, g, name)
+        _refuse_invalid(g)
         scorer, state = self._state(g, reference)
         scorer.update(with_configs(g, getattr(g, config_key(g)), runtimes), state)
         return int(state.runtimes.size)
@@ -219,9 +233,13 @@ class CostModel:
             self._graphs.move_to_end(key)
             return scorer, self._graphs[key][1]
         self.cache_misses += 1
-        configs = default_reference(g, self.settings.seed) if reference is None else \
-            getattr(self._graph({**_graph_arrays(g), config_key(g): reference}, g.collection,
-                                f"{g.graph_id} reference"), config_key(g))
+        if reference is None:
+            configs = default_reference(g, self.settings.seed)
+        else:
+            ref = self._graph({**_graph_arrays(g), config_key(g): reference}, g.collection,
+                              f"{g.graph_id} reference")
+            _refuse_invalid(ref)
+            configs = getattr(ref, config_key(g))
         state = scorer.new_state(g, configs)
         self._keep(key, g, state)
         return scorer, state
@@ -231,7 +249,8 @@ class CostModel:
         for old in list(self._graphs):
             if len(self._graphs) <= self.cache_size:
                 break
-            if self._graphs[old][1].measured is None:   # what was learnt is never dropped
+            # what was learnt is never dropped, nor the graph asked about now
+            if old != key and self._graphs[old][1].measured is None:
                 del self._graphs[old]
 
     def _collection(self, kind: str, collection: str | None) -> str:
@@ -244,6 +263,14 @@ class CostModel:
             raise MissingModelError(f"{self.source or 'this model'} has no model for {chosen}; "
                                     f"it has {sorted(self.models)}")
         return chosen
+
+
+def _refuse_invalid(g: Graph) -> None:
+    """InvalidLayoutError for layout configs no tensor can have (references, measurements)."""
+    if not is_tile(g.collection):
+        bad = invalid_candidates(g)
+        if bad.any():
+            refuse_invalid(g, bad)
 
 
 def _check_invalid_choice(invalid: str) -> None:
@@ -350,5 +377,6 @@ def format_ranking(ranking: Ranking, *, top: int | None = None, as_json: bool = 
 
 
 __all__ = ["DEFAULT_COLLECTION", "CostModel", "DataFormatError", "FamilyMismatchWarning",
-           "InvalidLayoutError", "MissingModelError", "Ranking", "SampleTrainedWarning",
+           "InvalidLayoutError", "MissingModelError", "Ranking", "ReferenceCoverageWarning",
+           "SampleTrainedWarning",
            "StaleRunError", "format_ranking"]

@@ -15,6 +15,8 @@ from features.io import DataFormatError, list_npz
 from features.schema import COLLECTIONS
 from features.sample import write_npz
 from models.api import CostModel
+from models.training.run_files import latest_run
+from tests.conftest import QUICK
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
@@ -35,9 +37,19 @@ def model(trained_run) -> CostModel:
     return CostModel.load(trained_run)
 
 
+@pytest.mark.parametrize("seeds", [1, 2])
 def test_arrays_rank_exactly_like_submit_on_every_test_file(trained, trained_run, tiny_npz,
-                                                           model, tmp_path):
+                                                           tmp_path, seeds):
     _, common = trained
+    if seeds > 1:   # seed models weighted alike: the API scales each as submit does
+        own = tmp_path / "cache"    # a cache of its own: other tests read the shared one's newest
+        shutil.copytree(Path(common[common.index("--cache-dir") + 1]) / "features",
+                        own / "features")
+        common = [*common, "--cache-dir", str(own)]     # the last --cache-dir wins
+        assert pipeline.main(["train", "--ranker", "lambdarank", *common, *QUICK,
+                              "--seeds", str(seeds)]) == 0
+        trained_run = latest_run(own / "runs")
+    model = CostModel.load(trained_run)
     out = tmp_path / "submission.csv"
     assert pipeline.main(["submit", *common, "--run", str(trained_run), "--out", str(out)]) == 0
     with open(out, newline="") as fh:

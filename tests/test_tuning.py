@@ -9,7 +9,7 @@ import pytest
 
 import pipeline
 from features.io import list_npz
-from models.api import CostModel
+from models.api import CostModel, InvalidLayoutError, ReferenceCoverageWarning
 from models.metrics import kendall_tau_b
 from models.tuning.refine import RefineParams, refine
 from models.reporting.figures import tuning_curves
@@ -125,3 +125,33 @@ def test_tune_sim_measures_three_searches_on_validation_graphs(trained, trained_
     assert len(figure.axes) == 2
     assert [line.get_label() for line in figure.axes[0].get_lines()] == ["random", "frozen",
                                                                          "updated"]
+
+
+def test_measurements_survive_a_full_cache(trained_run, measured_graph):
+    """Graphs with measurements are kept, and a new graph is not dropped the moment it comes."""
+    graph, configs, runtime = measured_graph
+    model = CostModel.load(trained_run, cache_size=1)
+    other = {**graph, "node_feat": graph["node_feat"] * 1.5}
+    model.update(**graph, node_config_feat=configs[:10], runtimes=runtime[:10])
+    model.update(**other, node_config_feat=configs[:10], runtimes=runtime[:10])
+    assert model.update(**other, node_config_feat=configs[10:12], runtimes=runtime[10:12]) == 12
+    assert model.update(**graph, node_config_feat=configs[10:12], runtimes=runtime[10:12]) == 12
+
+
+def test_invalid_references_and_measurements_are_refused(trained_run, measured_graph):
+    graph, configs, runtime = measured_graph
+    bad = configs[:10].copy()
+    bad[:, 0, :6] = 5                                  # no tensor has six dims named 5
+    model = CostModel.load(trained_run)
+    with pytest.raises(InvalidLayoutError):
+        model.rank(**graph, node_config_feat=configs[:10], reference=bad)
+    with pytest.raises(InvalidLayoutError):
+        model.update(**graph, node_config_feat=bad, runtimes=runtime[:10])
+
+
+def test_candidates_beyond_the_reference_are_warned_about(trained_run, measured_graph):
+    graph, configs, _ = measured_graph
+    default = np.full((1,) + configs.shape[1:], -1, configs.dtype)   # sets no section at all
+    model = CostModel.load(trained_run)
+    with pytest.warns(ReferenceCoverageWarning):
+        model.rank(**graph, node_config_feat=configs[:10], reference=default)

@@ -1,7 +1,7 @@
 """One graph as the cost model keeps it: its fixed reference, the tables computed once, each
 seed model's centre and scale on the reference, and what it has learnt from measurements.
 
-A score is the mean over the run's seed models of each model's score standardised against the
+A score is the mean over the run's seed models of each model's score scaled to 0..1 over the
 reference configs, plus the refinement (refine.py): it depends on the graph and the config alone,
 never on the other candidates of a call. The spread is the seed models' standard deviation.
 """
@@ -49,9 +49,10 @@ def default_reference(g: Graph, seed: int) -> np.ndarray:
 class GraphState:
     static: GraphStatic
     reference: LayoutReference | None
-    centre: np.ndarray      # (m,) per seed model: mean score of the reference configs
-    scale: np.ndarray       # (m,) their standard deviation (1 where it is 0)
+    centre: np.ndarray      # (m,) per seed model: lowest score of the reference configs
+    scale: np.ndarray       # (m,) their range (1 where it is 0)
     configs: np.ndarray     # the reference configs
+    slots: np.ndarray | None  # layout: (nc, 3) most slots the reference sets (Graph.slots)
     measured: np.ndarray | None = None     # configs measured so far
     runtimes: np.ndarray | None = None
     refinement: Refinement | None = None
@@ -72,14 +73,17 @@ class Scorer:
         static = graph_static(ref, self.settings)
         reference = graph_reference(ref, self.settings, static)
         state = GraphState(static, reference, np.zeros(len(self.models)),
-                           np.ones(len(self.models)), configs)
+                           np.ones(len(self.models)), configs,
+                           None if is_tile(g.collection) else ref.slots())
+        # Min-max over the reference, as submit normalises over a file (models/serving): a
+        # whole file as the reference ranks exactly as submit, whatever the seeds
         raw = np.array([m.predict(self.rows(ref, state)) for m in self.models])
-        sd = raw.std(axis=1)
-        state.centre, state.scale = raw.mean(axis=1), np.where(sd > 0, sd, 1.0)
+        span = raw.max(axis=1) - raw.min(axis=1)
+        state.centre, state.scale = raw.min(axis=1), np.where(span > 0, span, 1.0)
         return state
 
     def prior(self, data: FeatureSet, state: GraphState) -> np.ndarray:
-        """(m, r) each seed model's standardised score of the rows."""
+        """(m, r) each seed model's score of the rows, scaled over the reference."""
         raw = np.array([m.predict(data) for m in self.models])
         return (raw - state.centre[:, None]) / state.scale[:, None]
 

@@ -3,7 +3,8 @@ margin is the trained model's score (the prior), added back with shrinkage.
 
 Shrinkage: the booster's output counts with weight n / (n + PRIOR_WEIGHT) for n measurements,
 and with weight 0 when a 2-fold check on the measurements says the refined order ranks them no
-better than the prior: a handful of measurements must not make the model worse than it was.
+better than the prior: a handful of measurements (below min_measurements) leave the prior as it
+is; above that the check is a guard, not a proof.
 """
 from __future__ import annotations
 

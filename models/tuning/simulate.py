@@ -106,7 +106,9 @@ def _save(path: Path, result: dict) -> dict:
     measured and this one did not (a run can be simulated a few collections at a time)."""
     if path.is_file():
         earlier = json.loads(path.read_text())
-        if earlier.get("settings") == json.loads(json.dumps(result["settings"])):
+        same = (earlier.get("settings") == json.loads(json.dumps(result["settings"]))
+                and earlier.get("data") == result["data"])
+        if same:
             result["collections"] = {**earlier["collections"], **result["collections"]}
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(result, indent=1))
