@@ -22,6 +22,20 @@ CANDIDATE_KEYS = {"tile": TILE_KEYS[:4],
                   "layout": tuple(k for k in LAYOUT_KEYS if k != "config_runtime")}
 
 
+def config_key(collection: str) -> str:
+    """The array holding a collection's configs."""
+    return "config_feat" if is_tile(collection) else "node_config_feat"
+
+
+# The arrays describing a graph, whatever its configs (layout's also say which nodes configure)
+GRAPH_KEYS = tuple(k for k in CANDIDATE_KEYS["layout"] if k != config_key("layout:xla:random"))
+
+
+def graph_arrays(g: Graph) -> dict:
+    """g's GRAPH_KEYS arrays that it has."""
+    return {k: getattr(g, k) for k in GRAPH_KEYS if getattr(g, k) is not None}
+
+
 def read_candidates(path: Path, collection: str) -> Graph:
     """Read a file whose configs are to be ranked: validated like read_graph, but runtimes may be
     absent or zero; they are ignored."""
@@ -63,7 +77,7 @@ def graph_from_arrays(arrays: dict, collection: str, *, name: str = "<arrays>") 
 
 def _candidates(arrays: dict, collection: str, path: Path) -> Graph:
     """A test-split Graph: zero runtimes (and unit tile normalizers) filled in."""
-    key = "config_feat" if is_tile(collection) else "node_config_feat"
+    key = config_key(collection)
     shape = np.shape(arrays[key])
     c = shape[0] if shape else 0
     _expect(c > 0, path, key, "at least one candidate config", f"shape {shape}")

@@ -33,15 +33,15 @@ import numpy as np
 from features import COLLECTIONS, FeatureConfig, Graph
 from features.candidate_checks import (InvalidLayoutError, graph_family, invalid_candidates,
                                        refuse_invalid)
-from features.candidates import (candidate_kind, collection_from_path, graph_from_arrays,
-                                 npz_keys, read_candidates)
+from features.candidates import (GRAPH_KEYS, candidate_kind, collection_from_path, config_key,
+                                 graph_arrays, graph_from_arrays, npz_keys, read_candidates)
 from features.io import DataFormatError
 from features.sample import SAMPLE_MARKER
-from features.schema import collection_kind, is_tile
+from features.schema import is_tile
 
 from .metrics import TILE_TOP_K, predicted_order
 from .serving.predict import StaleRunError, check_signature, collection_models, read_run
-from .tuning.graph_state import (GraphState, Scorer, config_key, default_reference, graph_key,
+from .tuning.graph_state import (GraphState, Scorer, graph_key,
                                  with_configs)
 from .tuning.refine import Refinement
 
@@ -50,7 +50,6 @@ from .tuning.refine import Refinement
 # stays close to the compiler default.
 DEFAULT_COLLECTION = {"tile": "tile:xla", "layout": "layout:xla:random"}
 SAVED = "cost_model.json"
-GRAPH_ARRAYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
 # What rank does with candidates whose layouts no tensor can have: refuse them, or score them -inf
 INVALID_CHOICES = ("error", "score")
 
@@ -212,7 +211,7 @@ class CostModel:
         runtimes = _runtimes(runtimes, g, name)
         _refuse_invalid(g)
         scorer, state = self._state(g, reference)
-        scorer.update(with_configs(g, getattr(g, config_key(g)), runtimes), state)
+        scorer.update(with_configs(g, getattr(g, config_key(g.collection)), runtimes), state)
         return int(state.runtimes.size)
 
     def save(self, path: str | Path) -> Path:
@@ -234,12 +233,13 @@ class CostModel:
             return scorer, self._graphs[key][1]
         self.cache_misses += 1
         if reference is None:
-            configs = default_reference(g, self.settings.seed)
+            configs = getattr(g, config_key(g.collection))
         else:
-            ref = self._graph({**_graph_arrays(g), config_key(g): reference}, g.collection,
+            ref = self._graph({**graph_arrays(g), config_key(g.collection): reference},
+                              g.collection,
                               f"{g.graph_id} reference")
             _refuse_invalid(ref)
-            configs = getattr(ref, config_key(g))
+            configs = getattr(ref, config_key(g.collection))
         state = scorer.new_state(g, configs)
         self._keep(key, g, state)
         return scorer, state
@@ -302,15 +302,11 @@ def _trained_on_sample(record: dict) -> bool:
 
 def _runtimes(runtimes, g: Graph, name: str) -> np.ndarray:
     r = np.asarray(runtimes, np.float64)
-    c = getattr(g, config_key(g)).shape[0]
+    c = getattr(g, config_key(g.collection)).shape[0]
     if r.shape != (c,) or not np.all(np.isfinite(r)) or np.any(r <= 0):
         raise ValueError(f"{name}: runtimes must be {c} finite positive numbers, one per "
                          f"measured config; got shape {r.shape}")
     return r
-
-
-def _graph_arrays(g: Graph) -> dict:
-    return {k: getattr(g, k) for k in GRAPH_ARRAYS if getattr(g, k) is not None}
 
 
 def _save(model: CostModel, path: Path) -> Path:
@@ -323,7 +319,7 @@ def _save(model: CostModel, path: Path) -> Path:
     shutil.copytree(model.source, tmp / "run")
     graphs = []
     for i, (g, state) in enumerate(model._graphs.values()):
-        arrays = {**_graph_arrays(g), "reference": state.configs}
+        arrays = {**graph_arrays(g), "reference": state.configs}
         if state.measured is not None:
             arrays.update(measured=state.measured, runtimes=state.runtimes)
         np.savez(tmp / f"graph-{i}.npz", **arrays)
@@ -346,11 +342,10 @@ def _load_saved(cls, path: Path, cache_size: int) -> CostModel:
     for entry in record["graphs"]:
         with np.load(path / entry["file"]) as z:
             arrays = {k: z[k] for k in z.files}
-        kind = collection_kind(entry["collection"])
-        g = model._graph({**{k: arrays[k] for k in GRAPH_ARRAYS if k in arrays},
-                          ("config_feat" if kind == "tile" else "node_config_feat"):
-                          arrays["reference"]}, entry["collection"], entry["name"])
-        scorer, state = model._state(g, arrays["reference"])
+        g = model._graph({**{k: arrays[k] for k in GRAPH_KEYS if k in arrays},
+                          config_key(entry["collection"]): arrays["reference"]},
+                         entry["collection"], entry["name"])
+        _, state = model._state(g, arrays["reference"])
         if "measured" in arrays:
             state.measured, state.runtimes = arrays["measured"], arrays["runtimes"]
         if entry["refinement_weight"] is not None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from features import FeatureConfig, FeatureSet, Graph
-from features.candidates import candidate_rows
+from features.candidates import candidate_rows, config_key
 from features.per_config import LayoutReference, stat_sample
 from features.schema import is_tile
 from features.table import GraphStatic, graph_reference, graph_static, static_key
@@ -20,29 +20,18 @@ from features.table import GraphStatic, graph_reference, graph_static, static_ke
 from .refine import Refinement, refine
 
 
-def config_key(g: Graph) -> str:
-    return "config_feat" if is_tile(g.collection) else "node_config_feat"
-
-
 def with_configs(g: Graph, configs: np.ndarray, runtime: np.ndarray | None = None) -> Graph:
     """g holding other configs (and their runtimes; zeros when unknown)."""
     c = configs.shape[0]
     runtime = np.zeros(c, np.int64) if runtime is None else np.asarray(runtime)
     extra = {"config_runtime_normalizers": np.ones(c, np.int64)} if is_tile(g.collection) else {}
-    return g._replace(**{config_key(g): configs}, config_runtime=runtime, config_index=None,
+    return g._replace(**{config_key(g.collection): configs}, config_runtime=runtime, config_index=None,
                       row_hashes=None, config_slots=None, **extra)
 
 
 def graph_key(g: Graph) -> str:
     """The graph's identity, whatever configs it holds."""
     return static_key(g._replace(node_config_feat=None, config_feat=None, config_slots=None))
-
-
-def default_reference(g: Graph, seed: int) -> np.ndarray:
-    """The configs g holds, sampled as a file's within-graph statistics are (stat_sample), so
-    that a whole test file given as arrays is ranked exactly as `submit` ranks it."""
-    configs = getattr(g, config_key(g))
-    return configs[stat_sample(configs.shape[0], seed, g.graph_id)]
 
 
 @dataclass
@@ -68,10 +57,13 @@ class Scorer:
         return candidate_rows(g, self.settings, state.static, state.reference).without(self.without)
 
     def new_state(self, g: Graph, configs: np.ndarray) -> GraphState:
-        """The state of graph g with `configs` as its reference."""
+        """The state of graph g with `configs` as its reference: its tables and the models' scale
+        from all of them, its statistics from the sample a file's are drawn from (stat_sample),
+        so that a whole test file as the reference ranks exactly as `submit` ranks it."""
         ref = with_configs(g, configs)
         static = graph_static(ref, self.settings)
-        reference = graph_reference(ref, self.settings, static)
+        sample = stat_sample(configs.shape[0], self.settings.seed, g.graph_id)
+        reference = graph_reference(with_configs(g, configs[sample]), self.settings, static)
         state = GraphState(static, reference, np.zeros(len(self.models)),
                            np.ones(len(self.models)), configs,
                            None if is_tile(g.collection) else ref.slots())
@@ -100,7 +92,7 @@ class Scorer:
 
     def update(self, g: Graph, state: GraphState) -> None:
         """Add g's configs and runtimes to the measurements and refit the refinement."""
-        configs, runtime = getattr(g, config_key(g)), np.asarray(g.config_runtime, np.float64)
+        configs, runtime = getattr(g, config_key(g.collection)), np.asarray(g.config_runtime, np.float64)
         if state.measured is not None:
             configs = np.concatenate([state.measured, configs])
             runtime = np.concatenate([state.runtimes, runtime])

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from features.candidates import read_candidates
+from features.candidates import config_key, graph_arrays, read_candidates
 from features.io import list_npz, read_graph
 from features.rows import target_runtime
 
 from models.api import CostModel
-from models.tuning.graph_state import config_key
 
 STRATEGIES = ("random", "frozen", "updated")
 
@@ -52,10 +51,8 @@ def _found(runtime: np.ndarray, picks: np.ndarray, budgets) -> list[float]:
 
 def _updated_picks(model: CostModel, g, runtime: np.ndarray, s: SimSettings) -> np.ndarray:
     """Picks of the search that updates the model after every round."""
-    arrays = {k: getattr(g, k) for k in ("node_feat", "node_opcode", "edge_index",
-                                         "node_config_ids", "node_splits")
-              if getattr(g, k) is not None}
-    configs, key = getattr(g, config_key(g)), config_key(g)
+    arrays, key = graph_arrays(g), config_key(g.collection)
+    configs = getattr(g, key)
     picks: list[int] = []
     budget = min(max(s.budgets), runtime.size)
     order = model.rank_graph(g).order
