@@ -135,10 +135,15 @@ def cmd_rank(args) -> int:
         ranking = model.rank_file(args.file, collection=args.collection)
     # stderr, so that stdout stays the ranking (--json parses as is)
     print(f"ranked by the {ranking.collection} model of {model.description}", file=sys.stderr)
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
+    _warning_lines(caught)
     print(format_ranking(ranking, top=args.top, as_json=args.json))
     return 0
+
+
+def _warning_lines(caught) -> None:
+    """The library's warnings as one stderr line each (once per message), not as tracebacks."""
+    for message in dict.fromkeys(str(w.message) for w in caught):
+        print(f"warning: {message}", file=sys.stderr)
 
 
 def cmd_report(args) -> int:
@@ -318,8 +323,11 @@ def cmd_tune_sim(args) -> int:
     source = _source(args)
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
     settings = SimSettings(round_size=args.round_size, max_graphs=args.max_graphs)
-    result = simulate(run_dir, source.npz_root, args.collections, settings,
-                      data=source.description)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = simulate(run_dir, source.npz_root, args.collections, settings,
+                          data=source.description)
+    _warning_lines(caught)
     print(format_table(result))
     print(f"saved to {run_dir / 'tune_sim.json'}")
     return 0
