@@ -155,6 +155,16 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    """Compare two runs graph by graph and seed by seed: is B better than A beyond seed noise?"""
+    import json
+    from models.reporting.compare import as_json, compare_runs, format_table
+    results = compare_runs(args.run_a, args.run_b, args.on)
+    print(json.dumps(as_json(results), indent=1) if args.json
+          else format_table(results, args.run_a, args.run_b, args.on))
+    return 0
+
+
 def cmd_bench(args) -> int:
     """Time and measure every stage on real-size generated files (100k-config layout file)."""
     from models.bench.run import bench
@@ -353,6 +363,16 @@ def _report_options(p) -> None:
                    help="report directory (default: <run>/report)")
 
 
+def _compare_options(p) -> None:
+    p.add_argument("run_a", type=Path, metavar="RUN_A", help="run directory of the baseline")
+    p.add_argument("run_b", type=Path, metavar="RUN_B", help="run directory of the change")
+    p.add_argument("--on", choices=("cv", "valid"), default="cv",
+                   help="which scores to pair: cv = held-out families of the train graphs "
+                        "(both runs trained with --folds), valid = the valid split "
+                        "(default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
 def _bench_options(p) -> None:
     p.add_argument("--quick", action="store_true", help="small sizes (~2 min), not judged")
     p.add_argument("--repeat", type=_at_least(1), default=3, metavar="N",
@@ -374,6 +394,7 @@ COMMANDS = {
                             _worker_options, _data_options, _submit_options)),
     "rank": (cmd_rank, (_cache_option(RUNS_FOUND), _rank_options)),
     "report": (cmd_report, (_cache_option(RUNS_FOUND), _report_options)),
+    "compare": (cmd_compare, (_compare_options,)),
     "tune-sim": (cmd_tune_sim, (_cache_option(f"{RUNS_FOUND}; the sample is made here when "
                                               f"no data is found"),
                                 _data_dir_option, _tune_sim_options)),
@@ -398,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from models.serving.predict import StaleRunError
     args = build_parser().parse_args(argv)
     try:
-        removed = features.reclaim_stale(args.cache_dir)
+        removed = features.reclaim_stale(args.cache_dir) if "cache_dir" in args else []
         if removed:
             print(f"removed {len(removed)} temporaries left under {args.cache_dir} by runs that "
                   f"ended early")

@@ -80,10 +80,11 @@ class CollectionResult:
     collection: str
     per_graph: np.ndarray       # NaN for graphs that cannot be scored
     random_per_graph: np.ndarray
-    seed_means: list[float]
+    seed_per_graph: np.ndarray  # (seeds, graphs): each seed model's own per-graph score
     graph_ids: tuple[str, ...]
     seconds: float
-    cv_mean: float = float("nan")
+    cv_graph_ids: tuple[str, ...] = ()
+    cv_per_graph: np.ndarray | None = None   # (seeds, train graphs), see cross_validate
     rounds: list[int] = field(default_factory=list)  # per seed, chosen on held-out families
     default_per_graph: np.ndarray | None = None   # 'compiler default first' (models/diagnostics)
     stages: dict = field(default_factory=dict)    # wall seconds per training stage
@@ -91,6 +92,22 @@ class CollectionResult:
     @property
     def mean(self) -> float:
         return metrics.collection_score(self.per_graph)
+
+    @property
+    def seed_means(self) -> list[float]:
+        return [metrics.collection_score(s) for s in self.seed_per_graph]
+
+    @property
+    def cv_seed_means(self) -> list[float]:
+        rows = self.cv_per_graph if self.cv_per_graph is not None else ()
+        return [metrics.collection_score(s) for s in rows]
+
+    @property
+    def cv_mean(self) -> float:
+        """The mean of the seeds' held-out-family scores (each graph's seeds are not ensembled:
+        the fold models are not kept)."""
+        means = self.cv_seed_means
+        return float(np.mean(means)) if means else float("nan")
 
     @property
     def unscored(self) -> tuple[str, ...]:
@@ -106,8 +123,13 @@ class CollectionResult:
                 "seed_std": _finite_or_none(np.std(self.seed_means)),
                 "random_mean": _finite_or_none(metrics.collection_score(self.random_per_graph)),
                 "cv_mean": _finite_or_none(self.cv_mean),
+                "cv_seed_means": [_finite_or_none(m) for m in self.cv_seed_means],
                 "rounds": self.rounds,
                 "per_graph": _by_graph(self.graph_ids, self.per_graph),
+                "seed_per_graph": [_by_graph(self.graph_ids, s) for s in self.seed_per_graph],
+                "cv_seed_per_graph": [_by_graph(self.cv_graph_ids, s)
+                                      for s in (self.cv_per_graph if self.cv_per_graph
+                                                is not None else ())],
                 "seconds": round(self.seconds, 2),
                 **self._references(), "stages": {k: round(v, 3) for k, v in self.stages.items()}}
 
@@ -145,22 +167,25 @@ def fit_seeds(cfg: TrainConfig, train: FeatureSet, fit_final=None):
             for i in range(cfg.seeds)]
 
 
-def cross_validate(cfg: TrainConfig, train: FeatureSet, fit_final=None) -> float:
-    """Mean per-graph score on held-out train families over the folds (each fold's model
-    early-stops on other families of its own training part)."""
+def cross_validate(cfg: TrainConfig, train: FeatureSet, fit_final=None) -> np.ndarray:
+    """(seeds, train graphs) score of each train graph by the models that did not see its family,
+    one row per seed (models early-stop on other families of their own training part); no rows
+    without folds. Folds do not depend on the model's seed, so every seed scores every graph
+    held out in the same company, and two runs compare graph by graph (models/reporting/compare)."""
     if cfg.folds < 2:
-        return float("nan")
+        return np.zeros((0, train.n_graphs))
     fold_of = family_folds(train.graph_ids, cfg.folds, cfg.seed)
     if np.unique(fold_of).size < 2:
-        return float("nan")
-    scores = []
+        return np.zeros((0, train.n_graphs))
+    scores = np.full((cfg.seeds, train.n_graphs), np.nan)
     for f in np.unique(fold_of):
-        held = train.take_graphs(np.flatnonzero(fold_of == f))
-        models = fit_seeds(replace(cfg, seeds=1), train.take_graphs(np.flatnonzero(fold_of != f)),
-                           fit_final)
-        scores.append(metrics.per_graph_scores(train.collection, ensemble_scores(models, held),
-                                               held.runtime, held.ptr))
-    return metrics.collection_score(np.concatenate(scores))
+        held_idx = np.flatnonzero(fold_of == f)
+        held = train.take_graphs(held_idx)
+        for i, m in enumerate(fit_seeds(cfg, train.take_graphs(np.flatnonzero(fold_of != f)),
+                                        fit_final)):
+            scores[i, held_idx] = metrics.per_graph_scores(train.collection, m.predict(held),
+                                                           held.runtime, held.ptr)
+    return scores
 
 
 def loaded(split: Split, columns: tuple[str, ...] | None = None) -> FeatureSet:
@@ -210,24 +235,25 @@ def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path
         models = fit_seeds(cfg, train, fit_final)
     with clock("cross-validate"):
         cv = cross_validate(cfg, train, fit_final)
-    columns = train.columns
+    columns, cv_ids = train.columns, train.graph_ids
     del train
     with clock("load"):
         valid = loaded(valid).without(cfg.without)
     with clock("validate"):
-        seed_means, per_model = [], []
+        seed_per_graph, per_model = [], []
         for i, m in enumerate(models):
             m.save(out_dir / f"seed-{i}")
             per_model.append(m.predict(valid))
-            seed_means.append(metrics.collection_score(metrics.per_graph_scores(
-                valid.collection, per_model[-1], valid.runtime, valid.ptr)))
+            seed_per_graph.append(metrics.per_graph_scores(valid.collection, per_model[-1],
+                                                           valid.runtime, valid.ptr))
         scores = mean_normalized(per_model, valid.ptr)
         per_graph = metrics.per_graph_scores(valid.collection, scores, valid.runtime, valid.ptr)
     with clock("report data"):
         diagnostics.save(out_dir, models, valid, scores, is_default, columns)
     return CollectionResult(valid.collection, per_graph, random_reference(
-        valid.collection, valid, cfg.seed), seed_means, valid.graph_ids,
-        time.perf_counter() - start, cv_mean=cv, rounds=[int(m.stopped_at_) for m in models],
+        valid.collection, valid, cfg.seed), np.array(seed_per_graph).reshape(len(models), -1),
+        valid.graph_ids, time.perf_counter() - start, cv_graph_ids=cv_ids, cv_per_graph=cv,
+        rounds=[int(m.stopped_at_) for m in models],
         default_per_graph=diagnostics.default_first_per_graph(valid, is_default),
         stages=clock.seconds)
 

@@ -1,0 +1,114 @@
+"""`pipeline.py compare RUN_A RUN_B`: does B rank better than A, beyond what seeds alone move?
+
+Both runs' per-graph scores of each seed (held-out-family CV of the train graphs, or the valid
+split) are paired graph by graph and seed by seed. Per collection: both means, the gain (B - A
+over graphs and seeds), each seed's gain, the seed-to-seed spread of each run's own mean, and
+the families that gained and lost. A gain is "clear" when it is more than twice the larger seed
+spread and more families gain than lose: a one-seed mean over a few graphs moves by more than
+most feature changes (README, "Deciding a change").
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from models.training.run_files import read_run
+from models.training.selection import graph_family
+
+SPLITS = {"cv": ("cv_seed_per_graph", "held-out-family CV of the train graphs (--folds)"),
+          "valid": ("seed_per_graph", "the valid split")}
+CLEAR_SPREADS = 2.0   # a gain is clear above this many seed spreads
+
+
+@dataclass
+class Paired:
+    collection: str
+    graphs: int
+    a: float                    # mean over graphs, then seeds
+    b: float
+    seed_gains: list[float]     # B - A of seed i against seed i
+    seed_sd: float              # the larger of the two runs' sd of their per-seed means
+    family_gains: dict[str, float]   # mean gain of each family's graphs, over seeds
+
+    @property
+    def gain(self) -> float:
+        return self.b - self.a
+
+    @property
+    def clear(self) -> bool:
+        up = sum(g > 0 for g in self.family_gains.values())
+        down = sum(g < 0 for g in self.family_gains.values())
+        return abs(self.gain) > CLEAR_SPREADS * self.seed_sd and (up > down) == (self.gain > 0)
+
+    @property
+    def verdict(self) -> str:
+        if not self.clear:
+            return "within noise"
+        return "B clearly better" if self.gain > 0 else "B clearly worse"
+
+
+def seed_scores(record: dict, run_dir: Path, collection: str, split: str):
+    """(graph ids, (seeds, graphs) scores) of one collection of a run."""
+    key, what = SPLITS[split]
+    rows = record["metrics"].get(collection, {}).get(key) or []
+    if not rows:
+        hint = " (train it with --folds K)" if split == "cv" else ""
+        raise ValueError(f"{run_dir}: no per-seed scores of {collection} on {what}{hint}; "
+                         f"runs trained before per-seed records have none either")
+    ids = list(rows[0])
+    return ids, np.array([[np.nan if r.get(g) is None else r[g] for g in ids] for r in rows])
+
+
+def paired(collection: str, a: tuple, b: tuple) -> Paired:
+    """a, b: seed_scores of the two runs; only graphs scored by every seed of both count."""
+    (ids_a, sa), (ids_b, sb) = a, b
+    common = [g for g in ids_a if g in set(ids_b)]
+    ia, ib = [ids_a.index(g) for g in common], [ids_b.index(g) for g in common]
+    sa, sb = sa[:, ia], sb[:, ib]
+    ok = np.isfinite(sa).all(axis=0) & np.isfinite(sb).all(axis=0)
+    if not ok.any():
+        raise ValueError(f"{collection}: the two runs share no graph that both scored")
+    sa, sb, names = sa[:, ok], sb[:, ok], [g for g, k in zip(common, ok) if k]
+    n = min(len(sa), len(sb))
+    diff = (sb.mean(axis=0) - sa.mean(axis=0))
+    fams = np.array([graph_family(g) for g in names])
+    return Paired(collection, len(names), float(sa.mean()), float(sb.mean()),
+                  [float(x) for x in (sb[:n] - sa[:n]).mean(axis=1)],
+                  float(max(sa.mean(axis=1).std(), sb.mean(axis=1).std())),
+                  {f: float(diff[fams == f].mean()) for f in np.unique(fams)})
+
+
+def compare_runs(run_a: Path, run_b: Path, split: str = "cv") -> list[Paired]:
+    """Every collection both runs trained, paired on `split` ('cv' or 'valid')."""
+    ra, rb = read_run(run_a), read_run(run_b)
+    both = [c for c in ra["metrics"] if c in rb["metrics"]]
+    if not both:
+        raise ValueError(f"{run_a} and {run_b} share no collection")
+    return [paired(c, seed_scores(ra, run_a, c, split), seed_scores(rb, run_b, c, split))
+            for c in both]
+
+
+def as_json(results: list[Paired]) -> list[dict]:
+    return [{**asdict(p), "gain": p.gain, "clear": p.clear} for p in results]
+
+
+def format_table(results: list[Paired], run_a: Path, run_b: Path, split: str) -> str:
+    head = (f"{'collection':<20} {'graphs':>6} {'A':>7} {'B':>7} {'gain':>7} {'seed sd':>7}  "
+            f"{'fams +/-':>8}  {'worst family':<26} {'per-seed gains':<24} verdict")
+    lines = [f"A = {run_a}", f"B = {run_b}", f"paired on {SPLITS[split][1]}", head,
+             "-" * len(head)]
+    for p in results:
+        up = sum(g > 0 for g in p.family_gains.values())
+        down = sum(g < 0 for g in p.family_gains.values())
+        worst = min(p.family_gains, key=p.family_gains.get)
+        seeds = " ".join(f"{g:+.3f}" for g in p.seed_gains)
+        lines.append(f"{p.collection:<20} {p.graphs:>6} {p.a:>7.3f} {p.b:>7.3f} {p.gain:>+7.3f} "
+                     f"{p.seed_sd:>7.3f}  {f'{up}/{down}':>8}  "
+                     f"{f'{worst} {p.family_gains[worst]:+.3f}':<26} {seeds:<24} {p.verdict}")
+    gains = [p.gain for p in results]
+    lines.append(f"mean gain over {len(gains)} collections: {np.mean(gains):+.4f}")
+    lines.append(f"verdict: 'clear' = |gain| above {CLEAR_SPREADS:g} x the larger run's seed sd "
+                 f"(sd of its per-seed means) and most families moving the same way")
+    return "\n".join(lines)

@@ -1,0 +1,63 @@
+"""pipeline.py compare: two runs paired graph by graph and seed by seed, against plain NumPy."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import pipeline
+from models.reporting.compare import compare_runs
+
+GRAPHS = [f"{fam}_batch_{b}_test" for fam in ("bert", "gpt2", "t5", "opt") for b in (8, 16)]
+
+
+def write_run(path, cv: np.ndarray | None, valid: np.ndarray, collection="layout:nlp:default"):
+    """A run.json holding per-seed scores (seeds, graphs) of GRAPHS; NaN = unscored."""
+    def by_graph(row):
+        return {g: (None if np.isnan(x) else float(x)) for g, x in zip(GRAPHS, row)}
+    metrics = {"seed_per_graph": [by_graph(r) for r in valid],
+               "cv_seed_per_graph": [by_graph(r) for r in cv] if cv is not None else []}
+    path.mkdir(parents=True)
+    (path / "run.json").write_text(json.dumps({"metrics": {collection: metrics}}))
+    return path
+
+
+def test_gain_seed_gains_and_families_match_numpy(tmp_path, rng):
+    a = rng.uniform(0.3, 0.6, len(GRAPHS)) + rng.normal(0, 0.005, (3, len(GRAPHS)))
+    b = a + rng.normal(0.05, 0.01, a.shape)
+    b[:, GRAPHS.index("t5_batch_8_test")] -= 0.2       # one family loses
+    a[1, 0] = np.nan                                     # unscored by one seed: left out
+    p, = compare_runs(write_run(tmp_path / "a", a, a), write_run(tmp_path / "b", b, b))
+    keep = np.arange(1, len(GRAPHS))
+    assert p.graphs == len(keep)
+    assert p.a == pytest.approx(a[:, keep].mean()) and p.b == pytest.approx(b[:, keep].mean())
+    assert p.seed_gains == pytest.approx((b[:, keep] - a[:, keep]).mean(axis=1).tolist())
+    assert p.seed_sd == pytest.approx(max(a[:, keep].mean(axis=1).std(),
+                                          b[:, keep].mean(axis=1).std()))
+    t5 = [GRAPHS.index(g) for g in ("t5_batch_8_test", "t5_batch_16_test")]
+    assert p.family_gains["t5"] == pytest.approx((b[:, t5] - a[:, t5]).mean())
+    assert p.family_gains["t5"] < 0 < p.family_gains["gpt2"]
+    assert p.verdict == "B clearly better"
+
+
+def test_a_gain_inside_the_seed_spread_is_noise(tmp_path, rng):
+    a = rng.uniform(0.3, 0.6, (3, len(GRAPHS)))
+    a[1] += 0.05                                          # seeds disagree by 0.05
+    b = a.copy()
+    b[0] += 0.01                                          # +0.0033 on the mean
+    p, = compare_runs(write_run(tmp_path / "a", None, a), write_run(tmp_path / "b", None, b),
+                      "valid")
+    assert p.gain == pytest.approx(0.01 / 3) and p.verdict == "within noise"
+
+
+def test_runs_without_per_seed_scores_are_refused_by_name(tmp_path, rng, capsys):
+    a = write_run(tmp_path / "a", None, rng.uniform(size=(1, len(GRAPHS))))
+    b = write_run(tmp_path / "b", None, rng.uniform(size=(1, len(GRAPHS))))
+    assert pipeline.main(["compare", str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert str(a) in err and "held-out-family CV" in err and "--folds" in err
+    assert pipeline.main(["compare", str(a), str(tmp_path / "nowhere")]) == 2
+    assert "not a trained run" in capsys.readouterr().err
+    assert pipeline.main(["compare", str(a), str(b), "--on", "valid"]) == 0
+    assert "layout:nlp:default" in capsys.readouterr().out
