@@ -118,7 +118,7 @@ def cmd_submit(args) -> int:
                                                workers=args.workers, pack=args.pack,
                                                client=client) for c in tests}
     expected = {f"{c}:{f.stem}": count_configs(f) for c, files in tests.items() for f in files}
-    rows = submission_rows(choices, test_sets, expected)
+    rows = submission_rows(choices, test_sets, expected, source.npz_root)
     path = write_csv(args.out, rows)
     print(f"wrote {len(rows)} rows to {path}")
     return 0

@@ -29,6 +29,7 @@ FEATURE_FAMILIES = {
                                      r"|value_freq|differs_from_modal)$"),
     "traffic": ("quantity", r"^est_traffic_bytes$"),
     "chain_padding": ("quantity", r"^(chain_pad_bytes|chain_tiled_bytes|est_chain_traffic_bytes)$"),
+    "node_context": ("name", r"^cfg\.(dot_batched|reshape_transpose|reshape_dot)\."),
 }
 
 
@@ -61,6 +62,9 @@ class FeatureSet:
     collection: str
     columns: tuple[str, ...]
     meta: dict = field(default_factory=dict, compare=False)
+    # node_rows.NodeRows of each graph, its configs in the order of the graph's rows, for a
+    # learner that scores nodes (with_nodes); None when not made
+    nodes: tuple | None = field(default=None, compare=False)
 
     def __post_init__(self):
         n = self.X.shape[0]
@@ -68,6 +72,9 @@ class FeatureSet:
             raise ValueError(f"ptr must run from 0 to n_rows={n} without decreasing")
         if len(self.graph_ids) != self.ptr.size - 1 or len(self.columns) != self.X.shape[1]:
             raise ValueError("graph_ids / columns do not match ptr / X")
+        if self.nodes is not None and [n.which.shape[0] for n in self.nodes] != \
+                self.group_sizes.tolist():
+            raise ValueError("node rows do not match the graphs' rows")
 
     @property
     def group_sizes(self) -> np.ndarray:
@@ -90,7 +97,8 @@ class FeatureSet:
         return FeatureSet(X=self.X[:, keep], runtime=self.runtime, config_idx=self.config_idx,
                           dup_count=self.dup_count, ptr=self.ptr, graph_ids=self.graph_ids,
                           collection=self.collection,
-                          columns=tuple(self.columns[i] for i in keep), meta=self.meta)
+                          columns=tuple(self.columns[i] for i in keep), meta=self.meta,
+                          nodes=self.nodes)
 
     def graph_rows(self, graphs: np.ndarray) -> np.ndarray:
         """The row indices of the given graph positions, in that order."""
@@ -107,4 +115,6 @@ class FeatureSet:
         return FeatureSet(X=self.X[rows] if X is None else X, runtime=self.runtime[rows],
                           config_idx=self.config_idx[rows], dup_count=self.dup_count[rows], ptr=ptr,
                           graph_ids=tuple(self.graph_ids[g] for g in graphs),
-                          collection=self.collection, columns=self.columns, meta=self.meta)
+                          collection=self.collection, columns=self.columns, meta=self.meta,
+                          nodes=None if self.nodes is None else tuple(self.nodes[g]
+                                                                      for g in graphs))

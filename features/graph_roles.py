@@ -26,7 +26,7 @@ from .schema import (CONV_INPUT_BATCH, CONV_INPUT_FEATURE, CONV_KERNEL_INPUT_FEA
                      CONV_KERNEL_OUTPUT_FEATURE, CONV_KERNEL_SPATIAL, CONV_OUTPUT_BATCH,
                      CONV_OUTPUT_FEATURE, IS_ROOT, PARAMETER_NUMBER, SHAPE_DIMS, WINDOW_SIZE)
 
-CONV, DOT, RESHAPE, PARAMETER = 26, 34, 75, 63
+CONV, DOT, RESHAPE, PARAMETER, TRANSPOSE = 26, 34, 75, 63, 98
 # Ops whose output takes its operand's layout when shapes agree (XLA propagates layouts through
 # them): elementwise, convert, bitcast-convert, reduce-precision.
 LAYOUT_PRESERVING = frozenset(OPCODE_GROUPS["elementwise"]) | {12, 25, 71}

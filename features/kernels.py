@@ -17,8 +17,8 @@ from numba import njit, prange
 
 # Columns of the per-configurable-node static tables built by per_config.layout_static().
 (S_RANK_OUT, S_RANK_IN, S_RANK_KER, S_IN_POS, S_KER_POS, S_GROUP, S_PLAIN_USERS, S_SIB_FIRST,
- S_HAS_KER, S_IS_RESHAPE, S_TO_OUTPUT) = range(11)
-N_STATIC_INT = 11
+ S_HAS_KER, S_IS_RESHAPE, S_TO_OUTPUT, S_CONTEXT) = range(12)
+N_STATIC_INT = 12
 ANY_SOURCE = -2  # S_IN_POS / S_KER_POS of a source that takes any layout for free: no copy
 F_VOL_OUT, F_VOL_IN, F_VOL_KER, F_BYTES, F_CHAIN_BYTES = range(5)
 N_STATIC_F = 5
@@ -38,6 +38,8 @@ N_ROLES = 4                                  # graph_roles: batch, contracting, 
 ROLE_QUANT = N_BASE_QUANT
 N_QUANT = N_BASE_QUANT + 3 * 2 * N_ROLES
 N_GROUPS = 4  # all, conv, dot, reshape
+N_CONTEXTS = 3  # per_config.CONTEXTS: blocks after the groups' that sum a node's context bucket
+N_BLOCKS = N_GROUPS + N_CONTEXTS
 
 
 @njit(cache=True, inline='always')
@@ -634,13 +636,17 @@ def _decode_reads(codes, i, own, in_pos, ker_pos, first, slots):
 @njit(cache=True)
 def _add_tile(vecs, which, si, k0, k1, lo, hi, out):
     """Rows lo..hi-1 of out += the vectors (vecs, by which) of nodes k0..k1-1, each into its
-    group's block, row by row."""
+    group's block and its context's (if it has one), row by row."""
     for i in range(lo, hi):
         for k in range(k0, k1):
             base = (si[k, S_GROUP] + 1) % N_GROUPS * N_QUANT   # other ops: block 0
             vec = vecs[which[k - k0, i - lo]]
             for t in range(N_QUANT):
                 out[i, base + t] += vec[t]
+            if si[k, S_CONTEXT] >= 0:
+                base = (N_GROUPS + si[k, S_CONTEXT]) * N_QUANT
+                for t in range(N_QUANT):
+                    out[i, base + t] += vec[t]
 
 
 @njit(cache=True, inline='always')
@@ -685,24 +691,61 @@ def _memo_nodes(codes, lo, hi, si, sf, shapes, pad, defaults, fixed, roles, ptr,
         _add_tile(vecs, which, si, k0, k1, lo, hi, out)
 
 
+@njit(cache=True)
+def node_rows(codes, si, sf, shapes, pad, defaults, fixed, roles, ptr, keys, shares, modal):
+    """Each configurable node's distinct (own value, what it reads of other nodes) among the
+    configs, as rows a node-level learner scores: vecs (u, N_QUANT) their quantities, node (u,)
+    int64 whose row, which (nc, r) int64 the row of each (node, config). A config's sum of its
+    nodes' rows is block 0 of layout_config_features. Arguments as there."""
+    nc, r = codes.shape
+    bits, stamp, slot_keys, entry = _new_table(r)
+    sample = _new_table(np.max(ptr[1:] - ptr[:-1]) if ptr.size > 1 else 0)
+    which = np.empty((nc, r), np.int64)
+    vecs, node = np.empty((max(4 * nc, 16), N_QUANT)), np.empty(max(4 * nc, 16), np.int64)
+    slots = np.full((4, 18), -1, np.int64)
+    eo, ei, ek = np.empty(6, np.int64), np.empty(6, np.int64), np.empty(6, np.int64)
+    tmp, scratch = np.empty(6, np.int64), np.empty((2, 6), np.int64)
+    used = 0
+    for k in range(nc):
+        in_pos, ker_pos, first = si[k, S_IN_POS], si[k, S_KER_POS], si[k, S_SIB_FIRST]
+        _hash_sample(ptr, keys, k, sample)
+        for i in range(r):
+            own, src = codes[k, i], _source_key(codes, i, in_pos, ker_pos, first)
+            h = _find(stamp, slot_keys, k, own, src, bits)
+            if stamp[h] != k:
+                if used == node.size:   # grow by doubling
+                    vecs = np.concatenate((vecs, np.empty_like(vecs)))
+                    node = np.concatenate((node, np.empty_like(node)))
+                stamp[h], slot_keys[h, 0], slot_keys[h, 1], entry[h] = k, own, src, used
+                _decode_reads(codes, i, own, in_pos, ker_pos, first, slots)
+                vecs[used, :] = 0.0
+                _all_quantities(slots[0], slots[1], slots[2], slots[3], k, si, sf, shapes, pad,
+                                defaults, fixed, roles, vecs[used], eo, ei, ek, tmp, scratch)
+                _value_terms(k, own, sample, shares, modal, vecs[used])
+                node[used] = k
+                used += 1
+            which[k, i] = entry[h]
+    return vecs[:used].copy(), node[:used].copy(), which
+
+
 @njit(cache=True, parallel=True)
 def layout_config_features(codes, si, sf, shapes, pad, defaults, fixed, roles, ptr, keys, shares,
                            modal, n_blocks):
-    """Per-config sums of node quantities, overall and per conv/dot/reshape group.
+    """Per-config sums of node quantities, overall, per conv/dot/reshape group and per context.
 
     codes (nc, r) int64 config_codes of the configs to featurize; si (nc, N_STATIC_INT) int64;
     sf (nc, N_STATIC_F) float64; shapes (nc, 3, 7, 2) float64 output/input/kernel dims (padded
     with 1) and their log2; pad (nc, 3, 7, 7) padding factors; defaults (nc, 3, 6) int64 own
     layouts (-1 padded); fixed (nc, 2, 6) int64 layouts that input / kernel sources carry when
     not configurable; roles (nc, 3, 6) int64 dim roles (-1 none); ptr, keys, shares, modal the
-    value table of the sampled configs (value_table) -> (r, N_GROUPS * N_QUANT) float64.
+    value table of the sampled configs (value_table) -> (r, N_BLOCKS * N_QUANT) float64.
     The rows are cut into n_blocks blocks that run in parallel, each writing only its own rows.
 
     Each block's loops are inlined into the parallel loop's body: the row-by-row loop this one
     replaced ran 2.3x slower when compiled as a function of its own (efficientnet_b1, 1,000
     configs, one thread: 203 ms against 86 ms inlined), and this one 1.5x (59 ms against 40).
     """
-    out = np.zeros((codes.shape[1], N_GROUPS * N_QUANT))
+    out = np.zeros((codes.shape[1], N_BLOCKS * N_QUANT))
     size = (codes.shape[1] + n_blocks - 1) // n_blocks
     for b in prange(n_blocks):
         lo, hi = b * size, min(codes.shape[1], (b + 1) * size)

@@ -42,10 +42,15 @@ TRAFFIC_QUANTITIES = (K.Q_TILED_BYTES, K.Q_IN_COPY_BYTES, K.Q_KER_COPY_BYTES, K.
 CHAIN_TILED = K.Q_CHAIN_TILED_BYTES
 GROUPS = ("all", "conv", "dot", "reshape")
 GROUP_OF_OPCODE = {26: 0, 34: 1, 75: 2}
+# A node's place in the program, for what transformers pay for (node_context): an attention
+# matmul (a dot with batch dims) against a projection, a reshape splitting or merging heads
+# (next to a transpose) against one feeding or leaving a dot.
+CONTEXTS = ("dot_batched", "reshape_transpose", "reshape_dot")
 # Within-graph statistics (z-scores, value frequencies) come from this many configs drawn
 # uniformly from the file, whatever rows are selected, so train and test rows see the same.
 STAT_CONFIGS = 1000
 assert len(NODE_QUANTITIES) == K.N_QUANT and len(GROUPS) == K.N_GROUPS
+assert len(CONTEXTS) == K.N_CONTEXTS
 assert len(ROLE_NAMES) == R.N_ROLES == K.N_ROLES
 
 
@@ -109,6 +114,7 @@ def layout_static(g: Graph) -> LayoutStatic:
     vol, eb = nf[:, SHAPE_PRODUCT].astype(np.float64), element_bytes(nf)
     nodes, roles = _operands(g, edges)
     si, fixed = _static_ints(g, edges, src, pos, own, nodes)
+    si[:, K.S_CONTEXT] = node_contexts(g, edges, roles)
     sf = _static_floats(g, src, pos, nodes, vol, eb)
     dims = np.where((nodes >= 0)[:, :, None], padded_shapes(nf)[nodes], 1.0)
     shapes = np.ascontiguousarray(np.stack([dims, np.log2(dims)], axis=-1))
@@ -162,6 +168,23 @@ def _static_ints(g: Graph, edges: R.Edges, src: np.ndarray, pos: dict[int, int],
     for t, col in enumerate((K.S_RANK_OUT, K.S_RANK_IN, K.S_RANK_KER)):
         si[:, col] = np.where(nodes[:, t] >= 0, rank[nodes[:, t]], 0)
     return si, fixed
+
+
+def node_contexts(g: Graph, edges: R.Edges, roles: np.ndarray) -> np.ndarray:
+    """(nc,) int64 each configurable node's CONTEXTS index, -1 for none: a dot whose output has
+    a batch dim; a reshape whose operand or a user is a transpose; else one whose operand or a
+    user is a dot. roles: _operands' dim roles."""
+    out = np.full(g.node_config_ids.size, -1, np.int64)
+    for k, v in enumerate(g.node_config_ids.tolist()):
+        opcode = int(g.node_opcode[v])
+        near = {int(g.node_opcode[u]) for u in edges.operands[v] + edges.users[v]}
+        if opcode == R.DOT and (roles[k, 0] == R.BATCH).any():
+            out[k] = CONTEXTS.index("dot_batched")
+        elif opcode == R.RESHAPE and R.TRANSPOSE in near:
+            out[k] = CONTEXTS.index("reshape_transpose")
+        elif opcode == R.RESHAPE and R.DOT in near:
+            out[k] = CONTEXTS.index("reshape_dot")
+    return out
 
 
 def _static_floats(g: Graph, src: np.ndarray, pos: dict[int, int], nodes: np.ndarray,
@@ -246,7 +269,7 @@ def value_counts(codes: np.ndarray) -> ValueCounts:
 
 
 def layout_names() -> list[str]:
-    names = [f"cfg.{grp}.{q}" for grp in GROUPS for q in NODE_QUANTITIES]
+    names = [f"cfg.{grp}.{q}" for grp in GROUPS + CONTEXTS for q in NODE_QUANTITIES]
     names += [f"cfg.mean.{q}" for q in NODE_QUANTITIES]
     return names + ["cfg.all.est_traffic_bytes", "cfg.all.est_chain_traffic_bytes",
                     "cfg.all.merge_conversions",
@@ -267,8 +290,8 @@ def _layout_chunk(g: Graph, rows: np.ndarray, st: LayoutStatic, table: ValueCoun
     # Kept apart from est_traffic_bytes, so that leaving chain_padding out (ablation) leaves
     # exactly the features without it
     with_chains = traffic + sums[:, CHAIN_TILED:CHAIN_TILED + 1]
-    for grp in range(K.N_GROUPS):
-        cols = grp * K.N_QUANT + np.array(BYTE_QUANTITIES)
+    for block in range(K.N_BLOCKS):
+        cols = block * K.N_QUANT + np.array(BYTE_QUANTITIES)
         sums[:, cols] = signed_log(sums[:, cols])
     merges[:, 1] = signed_log(merges[:, 1])
     return np.hstack([sums, means, signed_log(traffic), signed_log(with_chains),

@@ -10,7 +10,7 @@ import numpy as np
 from features import graph_roles as R
 from features import kernels as K
 from features.io import Graph
-from features.per_config import layout_full, layout_static
+from features.per_config import CONTEXTS, layout_full, layout_static
 from features.per_graph import signed_log
 
 ADD, MAX, BROADCAST, REDUCE, CONVERT = 2, 57, 13, 70, 25
@@ -236,3 +236,29 @@ def test_reshape_that_reorders_memory_is_a_copy():
     ncf[1, 0, 6:8] = [0, 1]                      # input minor-to-major (0, 1): column-major
     values, names = layout_full(b.graph([r], ncf), np.arange(2), chunk=4)
     assert values[:, names.index("cfg.all.reshape_copy")].tolist() == [0.0, 1.0]
+
+
+def test_node_contexts_tell_attention_from_projections_and_head_reshapes():
+    """q = x @ wq (projection); heads = transpose(reshape(q)); scores = heads @ k (batched:
+    attention); transpose, reshape, projection; a reshape of the projection's output; a reshape
+    between two adds has no context. A transpose beats a dot next to the same reshape."""
+    b = Builder()
+    x, wq = b.node(63, (128, 256)), b.node(63, (256, 256))
+    q = b.node(34, (128, 256), wq, x)                         # projection: no batch dim
+    split = b.node(75, (128, 4, 64), q)                       # a dot before, a transpose after
+    heads = b.node(R.TRANSPOSE, (4, 128, 64), split)
+    k = b.node(63, (4, 64, 128))
+    scores = b.node(34, (4, 128, 128), heads, k)              # batch 4
+    merged = b.node(R.TRANSPOSE, (128, 4, 128), scores)
+    flat = b.node(75, (128, 512), merged)
+    wo = b.node(63, (512, 256))
+    out = b.node(34, (128, 256), flat, wo)
+    back = b.node(75, (256, 128), out)                        # a dot before
+    bias = b.node(ADD, (256, 128), back, back)
+    plain = b.node(75, (128, 256), bias)
+    b.node(ADD, (128, 256), plain, plain, root=True)
+    g = b.graph([q, split, scores, flat, out, back, plain])
+    static = layout_static(g)
+    named = [CONTEXTS[c] if c >= 0 else None for c in static.si[:, K.S_CONTEXT]]
+    assert named == [None, "reshape_transpose", "dot_batched", "reshape_transpose", None,
+                     "reshape_dot", None]

@@ -23,6 +23,7 @@ from models.metrics import METRIC_NAME
 
 from . import RANKERS
 from .base import normalize_per_graph
+from .node_learner import NodeModel
 
 MAX_LISTED_GRAPHS = 10
 
@@ -48,21 +49,28 @@ def read_run(run_dir: Path) -> dict:
 
 
 def load_models(run_dir: Path, collection: str) -> list:
+    """The collection's models: each seed's ranker, then each seed's node learner if any."""
     record = read_run(run_dir)
     cls, _ = RANKERS[record["ranker"]]
     check_model_files(run_dir, record, collection)
-    seed_dirs = sorted((Path(run_dir) / collection_slug(collection)).glob("seed-*"))
-    return [cls.load(d) for d in seed_dirs]
+    here = Path(run_dir) / collection_slug(collection)
+    return ([cls.load(d) for d in sorted(here.glob("seed-*"))]
+            + [NodeModel.load(d) for d in sorted(here.glob("node-*"))])
+
+
+def needs_nodes(models: list) -> bool:
+    """Whether scoring with `models` needs the rows' node rows (FeatureSet.nodes)."""
+    return any(isinstance(m, NodeModel) for m in models)
 
 
 def check_model_files(run_dir: Path, record: dict, collection: str) -> None:
     """DamagedCacheError naming the first of the collection's model files that is not what
     was written, and the command that trains the run again. Runs older than the record
     ("files") are not checked."""
-    prefix = f"{collection_slug(collection)}/seed-"
+    prefixes = tuple(f"{collection_slug(collection)}/{kind}-" for kind in ("seed", "node"))
     fix = f"retrain with: {record.get('retrain', 'python pipeline.py train')}"
     for name, expected in record.get("files", {}).items():
-        if name.startswith(prefix):
+        if name.startswith(prefixes):
             verify(Path(run_dir) / name, expected, fix)
 
 

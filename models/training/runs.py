@@ -23,6 +23,7 @@ from features.feature_set import FEATURE_FAMILIES
 from features.cache import atomic_dir, fingerprint, source_digest
 from features.integrity import file_sum
 from features.io import collection_dir
+from features.node_rows import with_nodes
 from features.settings import at_least
 
 from features.schema import collection_kind, collection_slug
@@ -30,6 +31,7 @@ from features.schema import collection_kind, collection_slug
 from . import RANKERS, diagnostics
 from models import metrics
 from .base import apply_overrides
+from .node_learner import NodeModel, NodeParams
 from .run_files import ensemble_scores, mean_normalized
 from .selection import family_folds, fit_family_stopped
 
@@ -52,6 +54,9 @@ class TrainConfig:
     overrides: dict = field(default_factory=dict)   # ranker params, e.g. {"num_leaves": 63}
     without: tuple[str, ...] = ()   # feature families left out (ablation), see FEATURE_FAMILIES
     allow_no_valid: bool = False  # train collections without usable validation graphs
+    # layout: beside each seed's ranker, a node learner (node_learner.py) whose scores are
+    # averaged in; family CV on the dev set chose it (models/records/README.md)
+    node_learner: bool = True
 
     def __post_init__(self):
         if self.ranker not in RANKERS:
@@ -73,6 +78,12 @@ class TrainConfig:
     def params_for(self, collection: str):
         _, defaults = RANKERS[self.ranker]
         return apply_overrides(defaults[collection_kind(collection)], self.overrides)
+
+    def node_params(self, collection: str) -> NodeParams | None:
+        """The node learner's settings for a collection, None where it has none (tile)."""
+        if not self.node_learner or collection_kind(collection) != "layout":
+            return None
+        return NodeParams(num_threads=self.params_for(collection).num_threads)
 
 
 @dataclass
@@ -167,6 +178,23 @@ def fit_seeds(cfg: TrainConfig, train: FeatureSet, fit_final=None):
             for i in range(cfg.seeds)]
 
 
+def fit_node_seeds(cfg: TrainConfig, train: FeatureSet) -> list[NodeModel]:
+    """One node learner per seed where the collection has one (train.nodes made), else none."""
+    params = cfg.node_params(train.collection)
+    if params is None or train.nodes is None:
+        return []
+    return [NodeModel(replace(params, seed=cfg.seed + i)).fit(train) for i in range(cfg.seeds)]
+
+
+def seed_scores(models: list, node_models: list, data: FeatureSet) -> list[np.ndarray]:
+    """Each seed's scores of data's rows: its ranker's, averaged with its node learner's (each
+    min-max scaled per graph) where there is one."""
+    if not node_models:
+        return [m.predict(data) for m in models]
+    return [mean_normalized([m.predict(data), n.predict(data)], data.ptr)
+            for m, n in zip(models, node_models)]
+
+
 def cross_validate(cfg: TrainConfig, train: FeatureSet, fit_final=None) -> np.ndarray:
     """(seeds, train graphs) score of each train graph by the models that did not see its family,
     one row per seed (models early-stop on other families of their own training part); no rows
@@ -181,10 +209,11 @@ def cross_validate(cfg: TrainConfig, train: FeatureSet, fit_final=None) -> np.nd
     for f in np.unique(fold_of):
         held_idx = np.flatnonzero(fold_of == f)
         held = train.take_graphs(held_idx)
-        for i, m in enumerate(fit_seeds(cfg, train.take_graphs(np.flatnonzero(fold_of != f)),
-                                        fit_final)):
-            scores[i, held_idx] = metrics.per_graph_scores(train.collection, m.predict(held),
-                                                           held.runtime, held.ptr)
+        part = train.take_graphs(np.flatnonzero(fold_of != f))
+        per_seed = seed_scores(fit_seeds(cfg, part, fit_final), fit_node_seeds(cfg, part), held)
+        for i, s in enumerate(per_seed):
+            scores[i, held_idx] = metrics.per_graph_scores(train.collection, s, held.runtime,
+                                                           held.ptr)
     return scores
 
 
@@ -222,31 +251,40 @@ def check_splits(cfg: TrainConfig, data: dict, data_root: str | None) -> list[st
 
 def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path,
                      is_default: np.ndarray | None = None, fit_final=None,
-                     log=print) -> CollectionResult:
+                     log=print, node_source: tuple[Path, int] | None = None) -> CollectionResult:
     """is_default: (valid rows,) bool, the row's config is the compiler default (for the report).
     fit_final: see selection.fit_family_stopped. An entry is loaded here, the valid rows only
-    once the train rows are let go: one matrix is held at a time."""
+    once the train rows are let go: one matrix is held at a time. node_source: (npz root,
+    FeatureConfig.seed) the node learner reads its graphs' files with (none: no node learner)."""
     start, clock = time.perf_counter(), diagnostics.Stopwatch()
+    nodes = node_source is not None and cfg.node_params(loaded(train, ()).collection) is not None
     with clock("load"):
         train = loaded(train).without(cfg.without)
+        if nodes:
+            train = with_nodes(train, node_source[0], "train", node_source[1])
     log(f"training {cfg.ranker} on {train.collection}: {train.n_graphs} graphs, "
-        f"{train.X.shape[0]} rows x {train.X.shape[1]} features")
+        f"{train.X.shape[0]} rows x {train.X.shape[1]} features"
+        + (", with a node learner" if nodes else ""))
     with clock("fit"):
         models = fit_seeds(cfg, train, fit_final)
+        node_models = fit_node_seeds(cfg, train)
     with clock("cross-validate"):
         cv = cross_validate(cfg, train, fit_final)
     columns, cv_ids = train.columns, train.graph_ids
     del train
     with clock("load"):
         valid = loaded(valid).without(cfg.without)
+        if nodes:
+            valid = with_nodes(valid, node_source[0], "valid", node_source[1])
     with clock("validate"):
-        seed_per_graph, per_model = [], []
         for i, m in enumerate(models):
             m.save(out_dir / f"seed-{i}")
-            per_model.append(m.predict(valid))
-            seed_per_graph.append(metrics.per_graph_scores(valid.collection, per_model[-1],
-                                                           valid.runtime, valid.ptr))
-        scores = mean_normalized(per_model, valid.ptr)
+        for i, m in enumerate(node_models):
+            m.save(out_dir / f"node-{i}")
+        per_seed = seed_scores(models, node_models, valid)
+        seed_per_graph = [metrics.per_graph_scores(valid.collection, s, valid.runtime, valid.ptr)
+                          for s in per_seed]
+        scores = ensemble_scores(models + node_models, valid)   # as submit scores
         per_graph = metrics.per_graph_scores(valid.collection, scores, valid.runtime, valid.ptr)
     with clock("report data"):
         diagnostics.save(out_dir, models, valid, scores, is_default, columns)
@@ -260,12 +298,14 @@ def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path
 
 def run_key(cfg: TrainConfig, feature_keys: dict, cluster: dict | None = None) -> str:
     params = {c: asdict(cfg.params_for(c)) for c in feature_keys}
+    nodes = {c: asdict(p) for c in feature_keys if (p := cfg.node_params(c)) is not None}
     # A cluster's models differ a little from a local fit's (data-parallel histograms), so
     # they get their own run; local runs keep the key they always had.
     where = {"cluster": cluster} if cluster else {}
     return fingerprint(ranker=cfg.ranker, seeds=cfg.seeds, seed=cfg.seed, folds=cfg.folds,
                        params=params, features=feature_keys, without=sorted(cfg.without),
-                       code=source_digest(MODELS_DIR), **where)
+                       code=source_digest(MODELS_DIR), **where,
+                       **({"node_learner": nodes} if nodes else {}))
 
 
 def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
@@ -290,6 +330,8 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
         fit_final = cluster_fit(client)
         cluster = {"workers": len(client.scheduler_info()["workers"])}
     run_dir = Path(runs_root) / f"{cfg.ranker}-{run_key(cfg, keys, cluster)}"
+    node_source = ((Path(feature_info["data"]), feature_info.get("settings", {}).get("seed", 0))
+                   if feature_info.get("data") else None)
     # Equal settings make the same run: one trained meanwhile by another command is replaced.
     with atomic_dir(run_dir, "the trained run") as tmp:
         results = {}
@@ -297,7 +339,7 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
             results[collection] = train_collection(cfg, train, valid,
                                                    tmp / collection_slug(collection),
                                                    (default_rows or {}).get(collection),
-                                                   fit_final, log)
+                                                   fit_final, log, node_source)
         record = _run_record(cfg, results, keys, {**feature_info,
                                                   "build_seconds": _build_seconds(metas)},
                              warnings)
@@ -336,6 +378,8 @@ def _run_record(cfg: TrainConfig, results: dict, keys: dict, feature_info: dict,
     final = metrics.final_score({c: r.mean for c, r in results.items()})
     return {"ranker": cfg.ranker, "train_config": asdict(cfg),
             "params": {c: asdict(cfg.params_for(c)) for c in results},
+            "node_params": {c: asdict(p) for c in results
+                            if (p := cfg.node_params(c)) is not None},
             "features": {**feature_info, "keys": keys},
             "metrics": by_collection, "warnings": warnings, "final": _finite_or_none(final),
             "final_collections": [c for c, r in results.items() if np.isfinite(r.mean)],

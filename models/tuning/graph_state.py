@@ -7,15 +7,18 @@ never on the other candidates of a call. The spread is the seed models' standard
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from features import FeatureConfig, FeatureSet, Graph
 from features.candidates import candidate_rows, config_key
+from features.node_rows import graph_node_rows
 from features.per_config import LayoutReference, stat_sample
 from features.schema import is_tile
 from features.table import GraphStatic, graph_reference, graph_static, static_key
+
+from models.training.run_files import needs_nodes
 
 from .refine import Refinement, refine
 
@@ -54,7 +57,13 @@ class Scorer:
         self.models, self.settings, self.without = models, settings, without
 
     def rows(self, g: Graph, state: GraphState) -> FeatureSet:
-        return candidate_rows(g, self.settings, state.static, state.reference).without(self.without)
+        data = candidate_rows(g, self.settings, state.static, state.reference).without(self.without)
+        if not needs_nodes(self.models):
+            return data
+        # the node rows' value shares are the reference's, as the config rows' are
+        table = None if state.reference is None else state.reference.table
+        return replace(data, nodes=(graph_node_rows(g, data.config_idx, self.settings.seed,
+                                                    state.static.layout, table),))
 
     def new_state(self, g: Graph, configs: np.ndarray) -> GraphState:
         """The state of graph g with `configs` as its reference: its tables and the models' scale

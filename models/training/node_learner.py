@@ -1,0 +1,113 @@
+"""The node learner: LightGBM scores node rows (features/node_rows.py), a config scores the sum
+of its nodes' row scores (higher = predicted faster).
+
+Its loss is the within-graph squared error of the config sums against standardised log runtime
+(the regression ranker's target), both centred per graph, each graph weighing alike; a custom
+objective spreads each config's gradient over its node rows. A row's Hessian is scaled by how
+many nodes of its graph share its group and context: a leaf moves every such node of a config
+at once, and the plain diagonal would overshoot by about that many.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+
+from features import FeatureSet
+from features.feature_set import graph_slices
+from features.node_rows import NodeSet, sample_configs, stack
+from features.settings import at_least, fractions, positive
+
+from .base import read_params, standardized_log_runtime, write_params
+
+
+@dataclass(frozen=True)
+class NodeParams:
+    n_estimators: int = 600
+    learning_rate: float = 0.2
+    num_leaves: int = 31
+    min_data_in_leaf: int = 100
+    feature_fraction: float = 0.8
+    bagging_fraction: float = 0.8
+    bagging_freq: int = 1
+    lambda_l2: float = 1.0
+    num_threads: int = 2
+    seed: int = 0
+    train_configs: int = 200    # configs per train graph whose node rows are fit
+
+    def __post_init__(self):
+        at_least(self, n_estimators=1, num_leaves=2, min_data_in_leaf=0, bagging_freq=0,
+                 num_threads=1, seed=0, lambda_l2=0, train_configs=2)
+        positive(self, "learning_rate")
+        fractions(self, "feature_fraction", "bagging_fraction")
+
+
+def objective(data: NodeSet):
+    """LightGBM's fobj(preds, dataset) -> (grad, hess) per node row of `data`."""
+    sizes = np.diff(data.ptr).astype(np.float64)
+    graph = np.repeat(np.arange(sizes.size), np.diff(data.ptr))
+    target = standardized_log_runtime(data.runtime, data.ptr)
+    weight = (2.0 / sizes[graph])[data.pair_config]        # d(loss) / d(error) per pair
+    hess = np.bincount(data.pair_row, weights=weight, minlength=data.X.shape[0]) * data.bucket
+
+    def fobj(preds, _):
+        s = data.config_scores(preds)
+        error = s - (np.bincount(graph, weights=s) / sizes)[graph] - target
+        grad = np.bincount(data.pair_row, weights=weight * error[data.pair_config],
+                           minlength=preds.size)
+        return grad, hess
+    return fobj
+
+
+class NodeModel:
+    def __init__(self, params: NodeParams | None = None):
+        self.params = params or NodeParams()
+        self.booster: lgb.Booster | None = None
+
+    def lgb_params(self) -> dict:
+        p = self.params
+        return dict(learning_rate=p.learning_rate, num_leaves=p.num_leaves,
+                    min_data_in_leaf=p.min_data_in_leaf, feature_fraction=p.feature_fraction,
+                    bagging_fraction=p.bagging_fraction, bagging_freq=p.bagging_freq,
+                    lambda_l2=p.lambda_l2, num_threads=p.num_threads, seed=p.seed,
+                    deterministic=True, force_col_wise=True, verbose=-1)
+
+    def fit(self, train: FeatureSet) -> "NodeModel":
+        """Fit on the node rows of train_configs configs of each train graph (train.nodes)."""
+        rng = np.random.default_rng(self.params.seed)
+        graphs, runtimes = [], []
+        for nodes, rows in zip(_nodes_of(train), graph_slices(train.ptr)):
+            sampled, picked = sample_configs(nodes, self.params.train_configs, rng)
+            graphs.append(sampled)
+            runtimes.append(train.runtime[rows][picked])
+        data = stack(graphs, runtimes)
+        params = {**self.lgb_params(), "objective": objective(data)}
+        self.booster = lgb.train(params, lgb.Dataset(data.X, free_raw_data=True),
+                                 num_boost_round=self.params.n_estimators)
+        return self
+
+    def predict(self, data: FeatureSet) -> np.ndarray:
+        """(rows,) score of each row's config (higher = predicted faster)."""
+        nodes = stack(list(_nodes_of(data)), [])
+        return nodes.config_scores(self.booster.predict(nodes.X, raw_score=True))
+
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.booster.save_model(str(directory / "model.txt"))
+        write_params(directory, self.params)
+
+    @classmethod
+    def load(cls, directory: Path) -> "NodeModel":
+        params, _ = read_params(directory, NodeParams)
+        model = cls(params)
+        model.booster = lgb.Booster(model_file=str(Path(directory) / "model.txt"))
+        return model
+
+
+def _nodes_of(data: FeatureSet) -> tuple:
+    if data.nodes is None:
+        raise ValueError(f"{data.collection}: the node learner needs node rows "
+                         f"(features.node_rows.with_nodes)")
+    return data.nodes
