@@ -83,7 +83,8 @@ def cmd_train(args) -> int:
     cfg = TrainConfig(ranker=args.ranker, seeds=args.seeds, seed=args.seed, folds=args.folds,
                       overrides=parse_overrides(RANKERS[args.ranker][0].params_cls, args.set,
                                                 RUN_SET_PARAMS),
-                      allow_no_valid=args.allow_no_valid, without=tuple(args.without))
+                      allow_no_valid=args.allow_no_valid, without=tuple(args.without),
+                      node_learner=not args.no_node_learner)
     source = _source(args)
     with connect(args.scheduler, args.scheduler_timeout) as client:
         entries = {c: tuple(features.build_entry(source.npz_root, c, s, fcfg, args.cache_dir,
@@ -300,6 +301,9 @@ def _train_options(p) -> None:
     p.add_argument("--allow-no-valid", action="store_true",
                    help="train collections without scorable validation graphs (no validation "
                         "score; early stopping watches train families)")
+    p.add_argument("--no-node-learner", action="store_true",
+                   help="layout: the ranker alone, without the node learner whose scores are "
+                        "averaged in by default (README 'Rankers')")
 
 
 def _submit_options(p) -> None:

@@ -29,7 +29,6 @@ FEATURE_FAMILIES = {
                                      r"|value_freq|differs_from_modal)$"),
     "traffic": ("quantity", r"^est_traffic_bytes$"),
     "chain_padding": ("quantity", r"^(chain_pad_bytes|chain_tiled_bytes|est_chain_traffic_bytes)$"),
-    "node_context": ("name", r"^cfg\.(dot_batched|reshape_transpose|reshape_dot)\."),
 }
 
 

@@ -38,8 +38,6 @@ N_ROLES = 4                                  # graph_roles: batch, contracting, 
 ROLE_QUANT = N_BASE_QUANT
 N_QUANT = N_BASE_QUANT + 3 * 2 * N_ROLES
 N_GROUPS = 4  # all, conv, dot, reshape
-N_CONTEXTS = 3  # per_config.CONTEXTS: blocks after the groups' that sum a node's context bucket
-N_BLOCKS = N_GROUPS + N_CONTEXTS
 
 
 @njit(cache=True, inline='always')
@@ -636,17 +634,13 @@ def _decode_reads(codes, i, own, in_pos, ker_pos, first, slots):
 @njit(cache=True)
 def _add_tile(vecs, which, si, k0, k1, lo, hi, out):
     """Rows lo..hi-1 of out += the vectors (vecs, by which) of nodes k0..k1-1, each into its
-    group's block and its context's (if it has one), row by row."""
+    group's block, row by row."""
     for i in range(lo, hi):
         for k in range(k0, k1):
             base = (si[k, S_GROUP] + 1) % N_GROUPS * N_QUANT   # other ops: block 0
             vec = vecs[which[k - k0, i - lo]]
             for t in range(N_QUANT):
                 out[i, base + t] += vec[t]
-            if si[k, S_CONTEXT] >= 0:
-                base = (N_GROUPS + si[k, S_CONTEXT]) * N_QUANT
-                for t in range(N_QUANT):
-                    out[i, base + t] += vec[t]
 
 
 @njit(cache=True, inline='always')
@@ -731,21 +725,21 @@ def node_rows(codes, si, sf, shapes, pad, defaults, fixed, roles, ptr, keys, sha
 @njit(cache=True, parallel=True)
 def layout_config_features(codes, si, sf, shapes, pad, defaults, fixed, roles, ptr, keys, shares,
                            modal, n_blocks):
-    """Per-config sums of node quantities, overall, per conv/dot/reshape group and per context.
+    """Per-config sums of node quantities, overall and per conv/dot/reshape group.
 
     codes (nc, r) int64 config_codes of the configs to featurize; si (nc, N_STATIC_INT) int64;
     sf (nc, N_STATIC_F) float64; shapes (nc, 3, 7, 2) float64 output/input/kernel dims (padded
     with 1) and their log2; pad (nc, 3, 7, 7) padding factors; defaults (nc, 3, 6) int64 own
     layouts (-1 padded); fixed (nc, 2, 6) int64 layouts that input / kernel sources carry when
     not configurable; roles (nc, 3, 6) int64 dim roles (-1 none); ptr, keys, shares, modal the
-    value table of the sampled configs (value_table) -> (r, N_BLOCKS * N_QUANT) float64.
+    value table of the sampled configs (value_table) -> (r, N_GROUPS * N_QUANT) float64.
     The rows are cut into n_blocks blocks that run in parallel, each writing only its own rows.
 
     Each block's loops are inlined into the parallel loop's body: the row-by-row loop this one
     replaced ran 2.3x slower when compiled as a function of its own (efficientnet_b1, 1,000
     configs, one thread: 203 ms against 86 ms inlined), and this one 1.5x (59 ms against 40).
     """
-    out = np.zeros((codes.shape[1], N_BLOCKS * N_QUANT))
+    out = np.zeros((codes.shape[1], N_GROUPS * N_QUANT))
     size = (codes.shape[1] + n_blocks - 1) // n_blocks
     for b in prange(n_blocks):
         lo, hi = b * size, min(codes.shape[1], (b + 1) * size)

@@ -18,7 +18,7 @@ import numpy as np
 from . import kernels as K
 from .feature_set import FeatureSet
 from .io import Graph, collection_dir, read_graph
-from .per_config import (BYTE_QUANTITIES, NODE_QUANTITIES, LayoutStatic, ValueCounts,
+from .per_config import (BYTE_QUANTITIES, CONTEXTS, NODE_QUANTITIES, LayoutStatic, ValueCounts,
                          config_codes, layout_static, stat_rows, stat_sample, value_counts)
 from .per_graph import signed_log
 
@@ -58,7 +58,7 @@ def node_rows(g: Graph, rows: np.ndarray, static: LayoutStatic, table: ValueCoun
              *(signed_log(s[:, v] * s[:, K.F_BYTES]) for v in (K.F_VOL_OUT, K.F_VOL_IN,
                                                                  K.F_VOL_KER)),
              signed_log(s[:, K.F_CHAIN_BYTES]), np.full(node.size, np.log2(max(si.shape[0], 1)))]
-    bucket_of = si[:, K.S_GROUP] * (K.N_CONTEXTS + 1) + si[:, K.S_CONTEXT] + 1
+    bucket_of = si[:, K.S_GROUP] * (len(CONTEXTS) + 1) + si[:, K.S_CONTEXT] + 1
     _, inverse, counts = np.unique(bucket_of, return_inverse=True, return_counts=True)
     X = np.hstack([vecs, np.column_stack(fixed)]).astype(np.float32)
     return NodeRows(X, np.ascontiguousarray(which.T), counts[inverse][node].astype(np.float64))

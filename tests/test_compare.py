@@ -9,7 +9,8 @@ import pytest
 import pipeline
 from models.reporting.compare import compare_runs
 
-GRAPHS = [f"{fam}_batch_{b}_test" for fam in ("bert", "gpt2", "t5", "opt") for b in (8, 16)]
+GRAPHS = [f"{fam}_batch_{b}_test" for fam in ("bert", "gpt2", "t5", "opt", "llama", "bloom",
+                                              "albert", "roberta") for b in (8, 16)]
 
 
 def write_run(path, cv: np.ndarray | None, valid: np.ndarray, collection="layout:nlp:default"):
@@ -38,6 +39,8 @@ def test_gain_seed_gains_and_families_match_numpy(tmp_path, rng):
     t5 = [GRAPHS.index(g) for g in ("t5_batch_8_test", "t5_batch_16_test")]
     assert p.family_gains["t5"] == pytest.approx((b[:, t5] - a[:, t5]).mean())
     assert p.family_gains["t5"] < 0 < p.family_gains["gpt2"]
+    fam = np.array(list(p.family_gains.values()))
+    assert p.family_se == pytest.approx(fam.std(ddof=1) / np.sqrt(8))
     assert p.verdict == "B clearly better"
 
 

@@ -4,8 +4,9 @@ Both runs' per-graph scores of each seed (held-out-family CV of the train graphs
 split) are paired graph by graph and seed by seed. Per collection: both means, the gain (B - A
 over graphs and seeds), each seed's gain, the seed-to-seed spread of each run's own mean, and
 the families that gained and lost. A gain is "clear" when it is more than twice the larger seed
-spread and more families gain than lose: a one-seed mean over a few graphs moves by more than
-most feature changes (README, "Deciding a change").
+spread and twice the standard error over families (the held-out test is other families), and
+more families gain than lose: a one-seed mean over a few graphs moves by more than most
+feature changes (README, "Measuring quality").
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from models.training.selection import graph_family
 
 SPLITS = {"cv": ("cv_seed_per_graph", "held-out-family CV of the train graphs (--folds)"),
           "valid": ("seed_per_graph", "the valid split")}
-CLEAR_SPREADS = 2.0   # a gain is clear above this many seed spreads
+CLEAR_SPREADS = 2.0   # a gain is clear above this many seed spreads and family standard errors
 
 
 @dataclass
@@ -37,10 +38,17 @@ class Paired:
         return self.b - self.a
 
     @property
+    def family_se(self) -> float:
+        """Standard error of the gain over families (0 with one family)."""
+        gains = np.array(list(self.family_gains.values()))
+        return float(gains.std(ddof=1) / np.sqrt(gains.size)) if gains.size > 1 else 0.0
+
+    @property
     def clear(self) -> bool:
         up = sum(g > 0 for g in self.family_gains.values())
         down = sum(g < 0 for g in self.family_gains.values())
-        return abs(self.gain) > CLEAR_SPREADS * self.seed_sd and (up > down) == (self.gain > 0)
+        noise = max(self.seed_sd, self.family_se)
+        return abs(self.gain) > CLEAR_SPREADS * noise and (up > down) == (self.gain > 0)
 
     @property
     def verdict(self) -> str:
@@ -91,12 +99,14 @@ def compare_runs(run_a: Path, run_b: Path, split: str = "cv") -> list[Paired]:
 
 
 def as_json(results: list[Paired]) -> list[dict]:
-    return [{**asdict(p), "gain": p.gain, "clear": p.clear} for p in results]
+    return [{**asdict(p), "gain": p.gain, "family_se": p.family_se, "clear": p.clear}
+            for p in results]
 
 
 def format_table(results: list[Paired], run_a: Path, run_b: Path, split: str) -> str:
-    head = (f"{'collection':<20} {'graphs':>6} {'A':>7} {'B':>7} {'gain':>7} {'seed sd':>7}  "
-            f"{'fams +/-':>8}  {'worst family':<26} {'per-seed gains':<24} verdict")
+    head = (f"{'collection':<20} {'graphs':>6} {'A':>7} {'B':>7} {'gain':>7} {'seed sd':>7} "
+            f"{'fam se':>7}  {'fams +/-':>8}  {'worst family':<26} {'per-seed gains':<24} "
+            f"verdict")
     lines = [f"A = {run_a}", f"B = {run_b}", f"paired on {SPLITS[split][1]}", head,
              "-" * len(head)]
     for p in results:
@@ -105,10 +115,11 @@ def format_table(results: list[Paired], run_a: Path, run_b: Path, split: str) ->
         worst = min(p.family_gains, key=p.family_gains.get)
         seeds = " ".join(f"{g:+.3f}" for g in p.seed_gains)
         lines.append(f"{p.collection:<20} {p.graphs:>6} {p.a:>7.3f} {p.b:>7.3f} {p.gain:>+7.3f} "
-                     f"{p.seed_sd:>7.3f}  {f'{up}/{down}':>8}  "
+                     f"{p.seed_sd:>7.3f} {p.family_se:>7.3f}  {f'{up}/{down}':>8}  "
                      f"{f'{worst} {p.family_gains[worst]:+.3f}':<26} {seeds:<24} {p.verdict}")
     gains = [p.gain for p in results]
     lines.append(f"mean gain over {len(gains)} collections: {np.mean(gains):+.4f}")
-    lines.append(f"verdict: 'clear' = |gain| above {CLEAR_SPREADS:g} x the larger run's seed sd "
-                 f"(sd of its per-seed means) and most families moving the same way")
+    lines.append(f"verdict: 'clear' = |gain| above {CLEAR_SPREADS:g} x both the larger run's seed "
+                 f"sd (sd of its per-seed means) and the standard error over families (fam se), "
+                 f"and most families moving the same way")
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
+from numba import njit, prange
 
 from features import FeatureSet
 from features.feature_set import graph_slices
@@ -51,14 +52,39 @@ def objective(data: NodeSet):
     target = standardized_log_runtime(data.runtime, data.ptr)
     weight = (2.0 / sizes[graph])[data.pair_config]        # d(loss) / d(error) per pair
     hess = np.bincount(data.pair_row, weights=weight, minlength=data.X.shape[0]) * data.bucket
+    # every config's pairs are contiguous (node_rows.stack); the rows' pairs, once sorted
+    by_row = np.argsort(data.pair_row, kind="stable")
+    row_ptr = np.concatenate([[0], np.cumsum(np.bincount(data.pair_row,
+                                                         minlength=data.X.shape[0]))])
+    config_ptr = np.concatenate([[0], np.cumsum(np.bincount(data.pair_config,
+                                                            minlength=data.n_configs))])
 
     def fobj(preds, _):
-        s = data.config_scores(preds)
+        s = _segment_sums(preds, data.pair_row, config_ptr)
         error = s - (np.bincount(graph, weights=s) / sizes)[graph] - target
-        grad = np.bincount(data.pair_row, weights=weight * error[data.pair_config],
-                           minlength=preds.size)
-        return grad, hess
+        return _row_gradients(error, weight, data.pair_config, by_row, row_ptr), hess
     return fobj
+
+
+@njit(cache=True, parallel=True)
+def _segment_sums(preds, pair_row, config_ptr):
+    """(configs,) the sum of preds over each config's pairs, config_ptr[c]:config_ptr[c + 1]."""
+    out = np.zeros(config_ptr.size - 1)
+    for c in prange(out.size):
+        for j in range(config_ptr[c], config_ptr[c + 1]):
+            out[c] += preds[pair_row[j]]
+    return out
+
+
+@njit(cache=True, parallel=True)
+def _row_gradients(error, weight, pair_config, by_row, row_ptr):
+    """(rows,) each row's sum of weight x its config's error over its pairs (by_row sorted)."""
+    out = np.zeros(row_ptr.size - 1)
+    for u in prange(out.size):
+        for j in range(row_ptr[u], row_ptr[u + 1]):
+            p = by_row[j]
+            out[u] += weight[p] * error[pair_config[p]]
+    return out
 
 
 class NodeModel:

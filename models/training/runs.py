@@ -366,6 +366,7 @@ def retrain_command(cfg: TrainConfig, collections: list[str], runs_root: Path,
     args += [a for k, v in cfg.overrides.items() for a in ("--set", f"{k}={v}")]
     args += [a for family in cfg.without for a in ("--without", family)]
     args += ["--allow-no-valid"] if cfg.allow_no_valid else []
+    args += [] if cfg.node_learner else ["--no-node-learner"]
     settings, defaults = feature_info.get("settings", {}), asdict(FeatureConfig())
     args += [a for k, v in settings.items() if v != defaults.get(k)
              for a in ("--feature", f"{k}={v}")]
