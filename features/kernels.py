@@ -688,14 +688,15 @@ def _memo_nodes(codes, lo, hi, si, sf, shapes, pad, defaults, fixed, roles, ptr,
 @njit(cache=True)
 def node_rows(codes, si, sf, shapes, pad, defaults, fixed, roles, ptr, keys, shares, modal):
     """Each configurable node's distinct (own value, what it reads of other nodes) among the
-    configs, as rows a node-level learner scores: vecs (u, N_QUANT) their quantities, node (u,)
-    int64 whose row, which (nc, r) int64 the row of each (node, config). A config's sum of its
-    nodes' rows is block 0 of layout_config_features. Arguments as there."""
+    configs, as rows a node-level learner scores: vecs (u, N_QUANT) their quantities, key (u, 3)
+    int64 (node, own code, source key): what makes the row, which (nc, r) int64 the row of each
+    (node, config). A config's sum of its nodes' rows is block 0 of layout_config_features.
+    Arguments as there."""
     nc, r = codes.shape
     bits, stamp, slot_keys, entry = _new_table(r)
     sample = _new_table(np.max(ptr[1:] - ptr[:-1]) if ptr.size > 1 else 0)
     which = np.empty((nc, r), np.int64)
-    vecs, node = np.empty((max(4 * nc, 16), N_QUANT)), np.empty(max(4 * nc, 16), np.int64)
+    vecs, key = np.empty((max(4 * nc, 16), N_QUANT)), np.empty((max(4 * nc, 16), 3), np.int64)
     slots = np.full((4, 18), -1, np.int64)
     eo, ei, ek = np.empty(6, np.int64), np.empty(6, np.int64), np.empty(6, np.int64)
     tmp, scratch = np.empty(6, np.int64), np.empty((2, 6), np.int64)
@@ -707,19 +708,19 @@ def node_rows(codes, si, sf, shapes, pad, defaults, fixed, roles, ptr, keys, sha
             own, src = codes[k, i], _source_key(codes, i, in_pos, ker_pos, first)
             h = _find(stamp, slot_keys, k, own, src, bits)
             if stamp[h] != k:
-                if used == node.size:   # grow by doubling
+                if used == key.shape[0]:   # grow by doubling
                     vecs = np.concatenate((vecs, np.empty_like(vecs)))
-                    node = np.concatenate((node, np.empty_like(node)))
+                    key = np.concatenate((key, np.empty_like(key)))
                 stamp[h], slot_keys[h, 0], slot_keys[h, 1], entry[h] = k, own, src, used
                 _decode_reads(codes, i, own, in_pos, ker_pos, first, slots)
                 vecs[used, :] = 0.0
                 _all_quantities(slots[0], slots[1], slots[2], slots[3], k, si, sf, shapes, pad,
                                 defaults, fixed, roles, vecs[used], eo, ei, ek, tmp, scratch)
                 _value_terms(k, own, sample, shares, modal, vecs[used])
-                node[used] = k
+                key[used, 0], key[used, 1], key[used, 2] = k, own, src
                 used += 1
             which[k, i] = entry[h]
-    return vecs[:used].copy(), node[:used].copy(), which
+    return vecs[:used].copy(), key[:used].copy(), which
 
 
 @njit(cache=True, parallel=True)

@@ -32,10 +32,13 @@ NODE_COLUMNS = tuple(f"node.{q}" for q in NODE_QUANTITIES) + tuple(f"node.{s}"
 class NodeRows(NamedTuple):
     """One graph's node rows for r configs: X (u, len(NODE_COLUMNS)) float32; which (r, nc)
     int64 the row of each config's each node; bucket (u,) the number of configurable nodes of
-    the graph that share the row's node group and context (a learner's step size per row)."""
+    the graph that share the row's node group and context (a learner's step size per row);
+    key (u,) uint64 a hash of what makes the row (node, its value, what it reads): equal keys,
+    equal rows, under one reference (a scorer's cache of row scores)."""
     X: np.ndarray
     which: np.ndarray
     bucket: np.ndarray
+    key: np.ndarray
 
     def config_scores(self, row_scores: np.ndarray) -> np.ndarray:
         """(r,) each config's sum of its nodes' row scores."""
@@ -48,8 +51,9 @@ def node_rows(g: Graph, rows: np.ndarray, static: LayoutStatic, table: ValueCoun
     rows use."""
     si, sf = static.si, static.sf
     codes = config_codes(g, rows)
-    vecs, node, which = K.node_rows(codes, si, sf, static.shapes, static.pad, static.defaults,
-                                    static.fixed, static.roles, *table)
+    vecs, key, which = K.node_rows(codes, si, sf, static.shapes, static.pad, static.defaults,
+                                   static.fixed, static.roles, *table)
+    node = key[:, 0]
     byte_cols = list(BYTE_QUANTITIES)
     vecs[:, byte_cols] = signed_log(vecs[:, byte_cols])
     n, s = si[node], sf[node]
@@ -61,7 +65,8 @@ def node_rows(g: Graph, rows: np.ndarray, static: LayoutStatic, table: ValueCoun
     bucket_of = si[:, K.S_GROUP] * (len(CONTEXTS) + 1) + si[:, K.S_CONTEXT] + 1
     _, inverse, counts = np.unique(bucket_of, return_inverse=True, return_counts=True)
     X = np.hstack([vecs, np.column_stack(fixed)]).astype(np.float32)
-    return NodeRows(X, np.ascontiguousarray(which.T), counts[inverse][node].astype(np.float64))
+    return NodeRows(X, np.ascontiguousarray(which.T), counts[inverse][node].astype(np.float64),
+                    K.row_hash(np.ascontiguousarray(key).view(np.uint8).reshape(-1, 24)))
 
 
 class NodeSet(NamedTuple):
@@ -131,4 +136,5 @@ def sample_configs(nodes: NodeRows, n: int, rng: np.random.Generator
     if picked.size > n:
         picked = np.sort(rng.choice(picked.size, n, replace=False))
     used, inverse = np.unique(nodes.which[picked], return_inverse=True)
-    return NodeRows(nodes.X[used], inverse.reshape(picked.size, -1), nodes.bucket[used]), picked
+    return NodeRows(nodes.X[used], inverse.reshape(picked.size, -1), nodes.bucket[used],
+                    nodes.key[used]), picked

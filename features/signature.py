@@ -1,7 +1,7 @@
 """The feature signature: a hash of the settings and of exactly the code that computes rows.
 
-The row code is `table.py` (one input file -> its rows) and every module of this package it
-imports, directly or not, read with `ast` so nothing is executed. The sample generator, the
+The row code is `table.py` (one input file -> its rows), `node_rows.py` (the node learner's rows,
+made beside them) and every module of this package they import, directly or not, read with `ast` so nothing is executed. The sample generator, the
 benchmark and the cache machinery are outside it: editing them leaves feature caches and
 trained runs valid, while an edit to a kernel invalidates both.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .cache import FEATURES_DIR, SCHEMA, fingerprint
 
-ROW_CODE_ROOT = "table.py"
+ROW_CODE_ROOTS = ("table.py", "node_rows.py")
 
 
 def feature_signature(cfg, pkg_dir: Path = FEATURES_DIR) -> str:
@@ -33,12 +33,12 @@ def row_code_digest(pkg_dir: Path = FEATURES_DIR) -> str:
 
 
 def row_modules(pkg_dir: Path = FEATURES_DIR) -> set[Path]:
-    """ROW_CODE_ROOT and every module of the package it imports, transitively.
+    """ROW_CODE_ROOTS and every module of the package they import, transitively.
 
     The package's __init__ counts only where a name is imported from it (`from . import x`
     with x defined there), not merely because importing a submodule runs it."""
     pkg_dir = Path(pkg_dir).resolve()
-    seen, todo = set(), [pkg_dir / ROW_CODE_ROOT]
+    seen, todo = set(), [pkg_dir / root for root in ROW_CODE_ROOTS]
     while todo:
         module = todo.pop()
         if module not in seen:

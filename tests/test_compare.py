@@ -13,14 +13,16 @@ GRAPHS = [f"{fam}_batch_{b}_test" for fam in ("bert", "gpt2", "t5", "opt", "llam
                                               "albert", "roberta") for b in (8, 16)]
 
 
-def write_run(path, cv: np.ndarray | None, valid: np.ndarray, collection="layout:nlp:default"):
+def write_run(path, cv: np.ndarray | None, valid: np.ndarray, collection="layout:nlp:default",
+              seed=0):
     """A run.json holding per-seed scores (seeds, graphs) of GRAPHS; NaN = unscored."""
     def by_graph(row):
         return {g: (None if np.isnan(x) else float(x)) for g, x in zip(GRAPHS, row)}
     metrics = {"seed_per_graph": [by_graph(r) for r in valid],
                "cv_seed_per_graph": [by_graph(r) for r in cv] if cv is not None else []}
     path.mkdir(parents=True)
-    (path / "run.json").write_text(json.dumps({"metrics": {collection: metrics}}))
+    (path / "run.json").write_text(json.dumps({"metrics": {collection: metrics},
+                                               "train_config": {"folds": 5, "seed": seed}}))
     return path
 
 
@@ -34,8 +36,8 @@ def test_gain_seed_gains_and_families_match_numpy(tmp_path, rng):
     assert p.graphs == len(keep)
     assert p.a == pytest.approx(a[:, keep].mean()) and p.b == pytest.approx(b[:, keep].mean())
     assert p.seed_gains == pytest.approx((b[:, keep] - a[:, keep]).mean(axis=1).tolist())
-    assert p.seed_sd == pytest.approx(max(a[:, keep].mean(axis=1).std(),
-                                          b[:, keep].mean(axis=1).std()))
+    assert p.seed_sd == pytest.approx(max(a[:, keep].mean(axis=1).std(ddof=1),
+                                          b[:, keep].mean(axis=1).std(ddof=1)))
     t5 = [GRAPHS.index(g) for g in ("t5_batch_8_test", "t5_batch_16_test")]
     assert p.family_gains["t5"] == pytest.approx((b[:, t5] - a[:, t5]).mean())
     assert p.family_gains["t5"] < 0 < p.family_gains["gpt2"]
@@ -64,3 +66,11 @@ def test_runs_without_per_seed_scores_are_refused_by_name(tmp_path, rng, capsys)
     assert "not a trained run" in capsys.readouterr().err
     assert pipeline.main(["compare", str(a), str(b), "--on", "valid"]) == 0
     assert "layout:nlp:default" in capsys.readouterr().out
+
+
+def test_one_seed_is_never_clear_and_other_folds_do_not_pair(tmp_path, rng):
+    a = rng.uniform(0.3, 0.6, (1, len(GRAPHS)))
+    p, = compare_runs(write_run(tmp_path / "a", a, a), write_run(tmp_path / "b", a + 0.1, a))
+    assert p.gain == pytest.approx(0.1) and p.verdict == "within noise"   # no seed noise seen
+    with pytest.raises(ValueError, match="--seed: their folds differ"):
+        compare_runs(tmp_path / "a", write_run(tmp_path / "c", a, a, seed=1))

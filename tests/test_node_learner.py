@@ -97,3 +97,30 @@ def test_without_node_rows_the_learner_says_what_is_missing(rng):
     five = graph_node_rows(g, np.arange(5), 0)
     with pytest.raises(ValueError, match="node rows do not match"):
         replace(data, nodes=(five, five))       # 5 configs each, the graphs have 20 rows
+
+
+def test_row_scores_seen_before_are_reused_and_equal(rng):
+    from models.training.node_learner import RowScores
+    g = random_layout_graph(rng, 30, list(range(2, 30, 3)), 40)
+    train = make_graph_set(g, rng)
+    model = NodeModel(NodeParams(n_estimators=5, min_data_in_leaf=1)).fit(train)
+    seen, nodes = RowScores(), train.nodes[0]
+    first, second = nodes.which[:25].copy(), nodes.which[15:].copy()
+    for part in (first, second):           # overlapping batches: the second's first rows are seen
+        used, inverse = np.unique(part, return_inverse=True)
+        batch = nodes._replace(X=nodes.X[used], which=inverse.reshape(part.shape),
+                               bucket=nodes.bucket[used], key=nodes.key[used])
+        got = model.predict_graph(batch, seen)
+        want = model.booster.predict(batch.X, raw_score=True)[batch.which].sum(axis=1)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert seen.keys.size == np.unique(nodes.which).size
+
+
+def make_graph_set(g, rng):
+    from features import FeatureSet
+    c = g.node_config_feat.shape[0]
+    nodes = graph_node_rows(g, np.arange(c), 0)
+    return FeatureSet(X=np.zeros((c, 1), np.float32), runtime=rng.uniform(1, 2, c),
+                      config_idx=np.arange(c), dup_count=np.ones(c, np.int32),
+                      ptr=np.array([0, c]), graph_ids=("g",), collection="layout:xla:random",
+                      columns=("x",), nodes=(nodes,))

@@ -31,6 +31,7 @@ class Paired:
     b: float
     seed_gains: list[float]     # B - A of seed i against seed i
     seed_sd: float              # the larger of the two runs' sd of their per-seed means
+    seeds: int                  # the fewer seeds of the two runs
     family_gains: dict[str, float]   # mean gain of each family's graphs, over seeds
 
     @property
@@ -45,10 +46,12 @@ class Paired:
 
     @property
     def clear(self) -> bool:
+        """Never with fewer than 2 seeds a run: one seed shows no seed noise."""
         up = sum(g > 0 for g in self.family_gains.values())
         down = sum(g < 0 for g in self.family_gains.values())
+        most = up > down if self.gain > 0 else down > up
         noise = max(self.seed_sd, self.family_se)
-        return abs(self.gain) > CLEAR_SPREADS * noise and (up > down) == (self.gain > 0)
+        return self.seeds >= 2 and abs(self.gain) > CLEAR_SPREADS * noise and most
 
     @property
     def verdict(self) -> str:
@@ -84,13 +87,26 @@ def paired(collection: str, a: tuple, b: tuple) -> Paired:
     fams = np.array([graph_family(g) for g in names])
     return Paired(collection, len(names), float(sa.mean()), float(sb.mean()),
                   [float(x) for x in (sb[:n] - sa[:n]).mean(axis=1)],
-                  float(max(sa.mean(axis=1).std(), sb.mean(axis=1).std())),
+                  float(max(_sd(sa.mean(axis=1)), _sd(sb.mean(axis=1)))), n,
                   {f: float(diff[fams == f].mean()) for f in np.unique(fams)})
+
+
+def _sd(x: np.ndarray) -> float:
+    return float(x.std(ddof=1)) if x.size > 1 else 0.0
 
 
 def compare_runs(run_a: Path, run_b: Path, split: str = "cv") -> list[Paired]:
     """Every collection both runs trained, paired on `split` ('cv' or 'valid')."""
     ra, rb = read_run(run_a), read_run(run_b)
+    if split == "cv":
+        # the folds follow --folds and --seed: other folds would pair a graph held out in
+        # other company
+        differ = [k for k in ("folds", "seed") if ra.get("train_config", {}).get(k) !=
+                  rb.get("train_config", {}).get(k)]
+        if differ:
+            raise ValueError(f"{run_a} and {run_b} were cross-validated with other "
+                             f"{' and '.join('--' + k for k in differ)}: their folds differ, "
+                             f"so their held-out scores do not pair")
     both = [c for c in ra["metrics"] if c in rb["metrics"]]
     if not both:
         raise ValueError(f"{run_a} and {run_b} share no collection")
@@ -121,5 +137,5 @@ def format_table(results: list[Paired], run_a: Path, run_b: Path, split: str) ->
     lines.append(f"mean gain over {len(gains)} collections: {np.mean(gains):+.4f}")
     lines.append(f"verdict: 'clear' = |gain| above {CLEAR_SPREADS:g} x both the larger run's seed "
                  f"sd (sd of its per-seed means) and the standard error over families (fam se), "
-                 f"and most families moving the same way")
+                 f"most families moving the same way, and 2 seeds or more in each run")
     return "\n".join(lines)

@@ -18,7 +18,7 @@ from numba import njit, prange
 
 from features import FeatureSet
 from features.feature_set import graph_slices
-from features.node_rows import NodeSet, sample_configs, stack
+from features.node_rows import NodeRows, NodeSet, sample_configs, stack
 from features.settings import at_least, fractions, positive
 
 from .base import read_params, standardized_log_runtime, write_params
@@ -119,6 +119,11 @@ class NodeModel:
         nodes = stack(list(_nodes_of(data)), [])
         return nodes.config_scores(self.booster.predict(nodes.X, raw_score=True))
 
+    def predict_graph(self, nodes: NodeRows, seen: "RowScores") -> np.ndarray:
+        """(configs,) predict's scores of one graph's configs, scoring only the node rows
+        `seen` has not scored (and adding them to it)."""
+        return nodes.config_scores(seen.scores(self, nodes))
+
     def save(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.booster.save_model(str(directory / "model.txt"))
@@ -130,6 +135,28 @@ class NodeModel:
         model = cls(params)
         model.booster = lgb.Booster(model_file=str(Path(directory) / "model.txt"))
         return model
+
+
+class RowScores:
+    """One node learner's scores of the node rows of one graph seen so far, by row key: an
+    autotuner's candidates share most node rows from call to call, and scoring the rows is
+    most of the learner's cost (113,187 rows for 1,000 random configs of a 697-node graph:
+    1.7 s of LightGBM prediction against 0.25 s to make them)."""
+
+    def __init__(self):
+        self.keys, self.values = np.zeros(0, np.uint64), np.zeros(0)
+
+    def scores(self, model: NodeModel, nodes: NodeRows) -> np.ndarray:
+        at = np.minimum(np.searchsorted(self.keys, nodes.key), max(self.keys.size - 1, 0))
+        hit = (self.keys[at] == nodes.key) if self.keys.size else np.zeros(nodes.key.size, bool)
+        out = np.empty(nodes.key.size)
+        out[hit] = self.values[at[hit]]
+        if not hit.all():
+            out[~hit] = model.booster.predict(nodes.X[~hit], raw_score=True)
+            keys = np.concatenate([self.keys, nodes.key[~hit]])
+            order = np.argsort(keys, kind="stable")
+            self.keys, self.values = keys[order], np.concatenate([self.values, out[~hit]])[order]
+        return out
 
 
 def _nodes_of(data: FeatureSet) -> tuple:

@@ -1,6 +1,7 @@
 """Training runs: one model (per seed) per collection, validated per graph, saved with provenance.
 
-A run directory holds <collection>/seed-<i>/ native model files + params.json, and run.json
+A run directory holds <collection>/seed-<i>/ native model files + params.json (layout also
+node-<i>/, the seed's node learner), and run.json
 recording the feature signature and cache keys, ranker settings, seeds, library versions and
 every validation score. `submit` reads it back and refuses models built on other features.
 """
@@ -330,8 +331,11 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
         fit_final = cluster_fit(client)
         cluster = {"workers": len(client.scheduler_info()["workers"])}
     run_dir = Path(runs_root) / f"{cfg.ranker}-{run_key(cfg, keys, cluster)}"
-    node_source = ((Path(feature_info["data"]), feature_info.get("settings", {}).get("seed", 0))
-                   if feature_info.get("data") else None)
+    # node rows are made from the files the run was built from, and only beside 'full' rows,
+    # whose reference they share (graph_state.Scorer)
+    settings = feature_info.get("settings", {})
+    node_source = ((Path(feature_info["data"]), settings.get("seed", 0))
+                   if feature_info.get("data") and settings.get("feature_set") == "full" else None)
     # Equal settings make the same run: one trained meanwhile by another command is replaced.
     with atomic_dir(run_dir, "the trained run") as tmp:
         results = {}

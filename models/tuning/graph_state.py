@@ -7,7 +7,7 @@ never on the other candidates of a call. The spread is the seed models' standard
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from features.per_config import LayoutReference, stat_sample
 from features.schema import is_tile
 from features.table import GraphStatic, graph_reference, graph_static, static_key
 
+from models.training.node_learner import NodeModel, RowScores
 from models.training.run_files import needs_nodes
 
 from .refine import Refinement, refine
@@ -48,6 +49,7 @@ class GraphState:
     measured: np.ndarray | None = None     # configs measured so far
     runtimes: np.ndarray | None = None
     refinement: Refinement | None = None
+    seen: dict = field(default_factory=dict)   # model position -> node_learner.RowScores
 
 
 class Scorer:
@@ -78,26 +80,40 @@ class Scorer:
                            None if is_tile(g.collection) else ref.slots())
         # Min-max over the reference, as submit normalises over a file (models/serving): a
         # whole file as the reference ranks exactly as submit, whatever the seeds
-        raw = np.array([m.predict(self.rows(ref, state)) for m in self.models])
+        raw = self.raw(self.rows(ref, state), state)
         span = raw.max(axis=1) - raw.min(axis=1)
         state.centre, state.scale = raw.min(axis=1), np.where(span > 0, span, 1.0)
         return state
 
     def prior(self, data: FeatureSet, state: GraphState) -> np.ndarray:
         """(m, r) each seed model's score of the rows, scaled over the reference."""
-        raw = np.array([m.predict(data) for m in self.models])
-        return (raw - state.centre[:, None]) / state.scale[:, None]
+        return (self.raw(data, state) - state.centre[:, None]) / state.scale[:, None]
+
+    def raw(self, data: FeatureSet, state: GraphState) -> np.ndarray:
+        """(m, r) each model's own score of the rows; node learners score each node row of
+        the graph once (state.seen), whichever call brings it."""
+        return np.array([m.predict_graph(data.nodes[0], state.seen.setdefault(i, RowScores()))
+                         if isinstance(m, NodeModel) else m.predict(data)
+                         for i, m in enumerate(self.models)])
 
     def scores(self, g: Graph, state: GraphState) -> tuple[np.ndarray, np.ndarray]:
         """(score, spread) per config g holds, in g's order (higher score = predicted faster)."""
         data = self.rows(g, state)
-        per_model = self.prior(data, state)
-        score = per_model.mean(axis=0)
+        per_seed = self.per_seed(self.prior(data, state))
+        score = per_seed.mean(axis=0)
         if state.refinement is not None:
             score = score + state.refinement(data.X, score)
         out, spread = np.empty(score.size), np.empty(score.size)
-        out[data.config_idx], spread[data.config_idx] = score, per_model.std(axis=0)
+        out[data.config_idx], spread[data.config_idx] = score, per_seed.std(axis=0)
         return out, spread
+
+    def per_seed(self, per_model: np.ndarray) -> np.ndarray:
+        """(seeds, r) each seed's score: its ranker's, averaged with its node learner's where
+        the run has them (run_files.load_models lists rankers first, then node learners)."""
+        nodes = sum(isinstance(m, NodeModel) for m in self.models)
+        if not nodes:
+            return per_model
+        return (per_model[:-nodes] + per_model[-nodes:]) / 2
 
     def update(self, g: Graph, state: GraphState) -> None:
         """Add g's configs and runtimes to the measurements and refit the refinement."""
