@@ -302,8 +302,9 @@ def _train_options(p) -> None:
                    help="train collections without scorable validation graphs (no validation "
                         "score; early stopping watches train families)")
     p.add_argument("--no-node-learner", action="store_true",
-                   help="layout: the ranker alone, without the node learner whose scores are "
-                        "averaged in by default (README 'Rankers')")
+                   help="the ranker alone, without the node learner whose scores are averaged "
+                        "in by default on layout:xla:default and layout:nlp:default (README "
+                        "'Rankers')")
 
 
 def _submit_options(p) -> None:

@@ -32,7 +32,7 @@ from features.schema import collection_kind, collection_slug
 from . import RANKERS, diagnostics
 from models import metrics
 from .base import apply_overrides
-from .node_learner import NodeModel, NodeParams
+from .node_learner import NODE_COLLECTIONS, NodeModel, NodeParams
 from .run_files import ensemble_scores, mean_normalized
 from .selection import family_folds, fit_family_stopped
 
@@ -55,8 +55,8 @@ class TrainConfig:
     overrides: dict = field(default_factory=dict)   # ranker params, e.g. {"num_leaves": 63}
     without: tuple[str, ...] = ()   # feature families left out (ablation), see FEATURE_FAMILIES
     allow_no_valid: bool = False  # train collections without usable validation graphs
-    # layout: beside each seed's ranker, a node learner (node_learner.py) whose scores are
-    # averaged in; family CV on the dev set chose it (models/records/README.md)
+    # beside each seed's ranker, a node learner (node_learner.py) whose scores are averaged in,
+    # for node_learner.NODE_COLLECTIONS; family CV on the dev set chose it (models/records/)
     node_learner: bool = True
 
     def __post_init__(self):
@@ -81,8 +81,8 @@ class TrainConfig:
         return apply_overrides(defaults[collection_kind(collection)], self.overrides)
 
     def node_params(self, collection: str) -> NodeParams | None:
-        """The node learner's settings for a collection, None where it has none (tile)."""
-        if not self.node_learner or collection_kind(collection) != "layout":
+        """The node learner's settings for a collection, None where it has none."""
+        if not self.node_learner or collection not in NODE_COLLECTIONS:
             return None
         return NodeParams(num_threads=self.params_for(collection).num_threads)
 
