@@ -9,17 +9,14 @@ revisits a node's few good layouts. Columns: the node quantities of per_config.N
 """
 from __future__ import annotations
 
-from dataclasses import replace
-from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 from . import kernels as K
-from .feature_set import FeatureSet
-from .io import Graph, collection_dir, read_graph
+from .io import Graph
 from .per_config import (BYTE_QUANTITIES, CONTEXTS, NODE_QUANTITIES, LayoutStatic, ValueCounts,
-                         config_codes, layout_static, stat_rows, stat_sample, value_counts)
+                         config_codes, layout_static, stat_rows, value_counts)
 from .per_graph import signed_log
 
 NODE_STATIC = ("group", "context", "rank_out", "rank_in", "rank_ker", "plain_users", "to_output",
@@ -114,18 +111,6 @@ def graph_node_rows(g: Graph, rows: np.ndarray, seed: int, static: LayoutStatic 
     static = layout_static(g) if static is None else static
     table = value_counts(config_codes(g, stat_rows(g, seed))) if table is None else table
     return node_rows(g, rows, static, table)
-
-
-def with_nodes(data: FeatureSet, npz_root: Path, split: str, seed: int) -> FeatureSet:
-    """data with the node rows of its graphs' rows, read from their files under npz_root
-    (only the configs the rows and the value shares need); seed: FeatureConfig.seed."""
-    nodes = []
-    for gid, rows in zip(data.graph_ids, np.split(data.config_idx, data.ptr[1:-1])):
-        path = Path(npz_root) / collection_dir(data.collection) / split / f"{gid}.npz"
-        g = read_graph(path, data.collection, split, keep=lambda runtime, rows=rows, gid=gid:
-                       np.union1d(rows, stat_sample(len(runtime), seed, gid)))
-        nodes.append(graph_node_rows(g, rows, seed))
-    return replace(data, nodes=tuple(nodes))
 
 
 def sample_configs(nodes: NodeRows, n: int, rng: np.random.Generator

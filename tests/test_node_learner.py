@@ -11,8 +11,8 @@ import pytest
 import features
 from features import FeatureConfig
 from features import kernels as K
-from features.node_rows import (NODE_COLUMNS, graph_node_rows, sample_configs, stack,
-                                with_nodes)
+from features.node_files import with_nodes
+from features.node_rows import NODE_COLUMNS, graph_node_rows, sample_configs, stack
 from features.per_config import BYTE_QUANTITIES, config_codes, layout_static, value_counts
 from features.per_graph import signed_log
 from models import metrics

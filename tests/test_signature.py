@@ -22,15 +22,16 @@ def _edit(path):
     path.write_text(path.read_text() + "\n# an edit\n")
 
 
-@pytest.mark.parametrize("module", ["feature_set.py", "sample.py", "synth_graph.py", "data.py",
-                                    "cache.py", "__init__.py"])
+@pytest.mark.parametrize("module", ["feature_set.py", "node_files.py", "sample.py",
+                                    "synth_graph.py", "data.py", "cache.py", "__init__.py"])
 def test_editing_code_outside_the_row_code_keeps_the_signature(package, module):
     before = feature_signature(FeatureConfig(), package)
     _edit(package / module)
     assert feature_signature(FeatureConfig(), package) == before
 
 
-@pytest.mark.parametrize("module", ["kernels.py", "table.py", "io.py", "per_config.py"])
+@pytest.mark.parametrize("module", ["kernels.py", "table.py", "io.py", "per_config.py",
+                                    "node_rows.py"])
 def test_editing_the_row_code_changes_the_signature(package, module):
     before = feature_signature(FeatureConfig(), package)
     _edit(package / module)

@@ -11,7 +11,7 @@ from pathlib import Path
 from features import DataSource, FeatureConfig, FeatureSet, feature_signature
 from features.schema import collection_slug
 
-from features.node_rows import with_nodes
+from features.node_files import with_nodes
 from models.training.run_files import ensemble_scores, load_models, needs_nodes, read_run
 from .submission import SubmissionError, check_rows, to_rows
 

@@ -24,7 +24,7 @@ from features.feature_set import FEATURE_FAMILIES
 from features.cache import atomic_dir, fingerprint, source_digest
 from features.integrity import file_sum
 from features.io import collection_dir
-from features.node_rows import with_nodes
+from features.node_files import with_nodes
 from features.settings import at_least
 
 from features.schema import collection_kind, collection_slug
@@ -97,6 +97,8 @@ class CollectionResult:
     seconds: float
     cv_graph_ids: tuple[str, ...] = ()
     cv_per_graph: np.ndarray | None = None   # (seeds, train graphs), see cross_validate
+    ranker_seed_means: list[float] = field(default_factory=list)  # each seed's ranker alone,
+                                                                  # without its node learner
     rounds: list[int] = field(default_factory=list)  # per seed, chosen on held-out families
     default_per_graph: np.ndarray | None = None   # 'compiler default first' (models/diagnostics)
     stages: dict = field(default_factory=dict)    # wall seconds per training stage
@@ -136,6 +138,7 @@ class CollectionResult:
                 "random_mean": _finite_or_none(metrics.collection_score(self.random_per_graph)),
                 "cv_mean": _finite_or_none(self.cv_mean),
                 "cv_seed_means": [_finite_or_none(m) for m in self.cv_seed_means],
+                "ranker_seed_means": [_finite_or_none(m) for m in self.ranker_seed_means],
                 "rounds": self.rounds,
                 "per_graph": _by_graph(self.graph_ids, self.per_graph),
                 "seed_per_graph": [_by_graph(self.graph_ids, s) for s in self.seed_per_graph],
@@ -190,10 +193,15 @@ def fit_node_seeds(cfg: TrainConfig, train: FeatureSet) -> list[NodeModel]:
 def seed_scores(models: list, node_models: list, data: FeatureSet) -> list[np.ndarray]:
     """Each seed's scores of data's rows: its ranker's, averaged with its node learner's (each
     min-max scaled per graph) where there is one."""
-    if not node_models:
-        return [m.predict(data) for m in models]
-    return [mean_normalized([m.predict(data), n.predict(data)], data.ptr)
-            for m, n in zip(models, node_models)]
+    return blended([m.predict(data) for m in models], [n.predict(data) for n in node_models],
+                   data.ptr)
+
+
+def blended(ranker: list[np.ndarray], node: list[np.ndarray], ptr: np.ndarray) -> list:
+    """seed_scores from each model's own scores."""
+    if not node:
+        return ranker
+    return [mean_normalized([r, n], ptr) for r, n in zip(ranker, node)]
 
 
 def cross_validate(cfg: TrainConfig, train: FeatureSet, fit_final=None) -> np.ndarray:
@@ -282,16 +290,22 @@ def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path
             m.save(out_dir / f"seed-{i}")
         for i, m in enumerate(node_models):
             m.save(out_dir / f"node-{i}")
-        per_seed = seed_scores(models, node_models, valid)
-        seed_per_graph = [metrics.per_graph_scores(valid.collection, s, valid.runtime, valid.ptr)
-                          for s in per_seed]
-        scores = ensemble_scores(models + node_models, valid)   # as submit scores
+        ranker = [m.predict(valid) for m in models]
+        node = [m.predict(valid) for m in node_models]
+        seed_per_graph, ranker_means = [], []
+        for s, r in zip(blended(ranker, node, valid.ptr), ranker):
+            seed_per_graph.append(metrics.per_graph_scores(valid.collection, s, valid.runtime,
+                                                           valid.ptr))
+            ranker_means.append(metrics.collection_score(metrics.per_graph_scores(
+                valid.collection, r, valid.runtime, valid.ptr)))
+        scores = mean_normalized(ranker + node, valid.ptr)   # as submit's ensemble_scores
         per_graph = metrics.per_graph_scores(valid.collection, scores, valid.runtime, valid.ptr)
     with clock("report data"):
         diagnostics.save(out_dir, models, valid, scores, is_default, columns)
     return CollectionResult(valid.collection, per_graph, random_reference(
         valid.collection, valid, cfg.seed), np.array(seed_per_graph).reshape(len(models), -1),
         valid.graph_ids, time.perf_counter() - start, cv_graph_ids=cv_ids, cv_per_graph=cv,
+        ranker_seed_means=ranker_means,
         rounds=[int(m.stopped_at_) for m in models],
         default_per_graph=diagnostics.default_first_per_graph(valid, is_default),
         stages=clock.seconds)
