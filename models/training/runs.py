@@ -33,7 +33,7 @@ from . import RANKERS, diagnostics
 from models import metrics
 from .base import apply_overrides
 from .node_learner import NODE_COLLECTIONS, NodeModel, NodeParams
-from .run_files import ensemble_scores, mean_normalized
+from .run_files import mean_normalized
 from .selection import family_folds, fit_family_stopped
 
 MODELS_DIR = Path(__file__).resolve().parent
@@ -231,6 +231,16 @@ def loaded(split: Split, columns: tuple[str, ...] | None = None) -> FeatureSet:
     return split if isinstance(split, FeatureSet) else load_entry(split, columns)
 
 
+def rows_of(split: Split, name: str, cfg: TrainConfig,
+            node_source: tuple[Path, int] | None) -> FeatureSet:
+    """A split's rows without cfg.without's families, with their node rows where the
+    collection has a node learner and node_source (node_files_of) says where to read them."""
+    data = loaded(split).without(cfg.without)
+    if node_source is None or cfg.node_params(data.collection) is None:
+        return data
+    return with_nodes(data, node_source[0], name, node_source[1])
+
+
 def usable(valid: FeatureSet) -> bool:
     """Whether the validation graphs can score the run."""
     return bool(metrics.scorable(valid.runtime, valid.ptr).any())
@@ -266,14 +276,11 @@ def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path
     once the train rows are let go: one matrix is held at a time. node_source: (npz root,
     FeatureConfig.seed) the node learner reads its graphs' files with (none: no node learner)."""
     start, clock = time.perf_counter(), diagnostics.Stopwatch()
-    nodes = node_source is not None and cfg.node_params(loaded(train, ()).collection) is not None
     with clock("load"):
-        train = loaded(train).without(cfg.without)
-        if nodes:
-            train = with_nodes(train, node_source[0], "train", node_source[1])
+        train = rows_of(train, "train", cfg, node_source)
     log(f"training {cfg.ranker} on {train.collection}: {train.n_graphs} graphs, "
         f"{train.X.shape[0]} rows x {train.X.shape[1]} features"
-        + (", with a node learner" if nodes else ""))
+        + (", with a node learner" if train.nodes is not None else ""))
     with clock("fit"):
         models = fit_seeds(cfg, train, fit_final)
         node_models = fit_node_seeds(cfg, train)
@@ -282,33 +289,35 @@ def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path
     columns, cv_ids = train.columns, train.graph_ids
     del train
     with clock("load"):
-        valid = loaded(valid).without(cfg.without)
-        if nodes:
-            valid = with_nodes(valid, node_source[0], "valid", node_source[1])
+        valid = rows_of(valid, "valid", cfg, node_source)
     with clock("validate"):
         for i, m in enumerate(models):
             m.save(out_dir / f"seed-{i}")
         for i, m in enumerate(node_models):
             m.save(out_dir / f"node-{i}")
-        ranker = [m.predict(valid) for m in models]
-        node = [m.predict(valid) for m in node_models]
-        seed_per_graph, ranker_means = [], []
-        for s, r in zip(blended(ranker, node, valid.ptr), ranker):
-            seed_per_graph.append(metrics.per_graph_scores(valid.collection, s, valid.runtime,
-                                                           valid.ptr))
-            ranker_means.append(metrics.collection_score(metrics.per_graph_scores(
-                valid.collection, r, valid.runtime, valid.ptr)))
-        scores = mean_normalized(ranker + node, valid.ptr)   # as submit's ensemble_scores
+        scores, seed_per_graph, ranker_means = validate(models, node_models, valid)
         per_graph = metrics.per_graph_scores(valid.collection, scores, valid.runtime, valid.ptr)
     with clock("report data"):
         diagnostics.save(out_dir, models, valid, scores, is_default, columns)
     return CollectionResult(valid.collection, per_graph, random_reference(
-        valid.collection, valid, cfg.seed), np.array(seed_per_graph).reshape(len(models), -1),
-        valid.graph_ids, time.perf_counter() - start, cv_graph_ids=cv_ids, cv_per_graph=cv,
-        ranker_seed_means=ranker_means,
-        rounds=[int(m.stopped_at_) for m in models],
+        valid.collection, valid, cfg.seed), seed_per_graph, valid.graph_ids,
+        time.perf_counter() - start, cv_graph_ids=cv_ids, cv_per_graph=cv,
+        ranker_seed_means=ranker_means, rounds=[int(m.stopped_at_) for m in models],
         default_per_graph=diagnostics.default_first_per_graph(valid, is_default),
         stages=clock.seconds)
+
+
+def validate(models: list, node_models: list, valid: FeatureSet):
+    """The run's scores of the valid rows (as submit's ensemble_scores), (seeds, graphs) each
+    seed's per-graph score, and each seed's ranker's mean without its node learner."""
+    ranker = [m.predict(valid) for m in models]
+    node = [m.predict(valid) for m in node_models]
+    per_seed = [metrics.per_graph_scores(valid.collection, s, valid.runtime, valid.ptr)
+                for s in blended(ranker, node, valid.ptr)]
+    alone = [metrics.collection_score(metrics.per_graph_scores(valid.collection, r, valid.runtime,
+                                                               valid.ptr)) for r in ranker]
+    return (mean_normalized(ranker + node, valid.ptr),
+            np.array(per_seed).reshape(len(models), -1), alone)
 
 
 def run_key(cfg: TrainConfig, feature_keys: dict, cluster: dict | None = None) -> str:
@@ -345,11 +354,7 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
         fit_final = cluster_fit(client)
         cluster = {"workers": len(client.scheduler_info()["workers"])}
     run_dir = Path(runs_root) / f"{cfg.ranker}-{run_key(cfg, keys, cluster)}"
-    # node rows are made from the files the run was built from, and only beside 'full' rows,
-    # whose reference they share (graph_state.Scorer)
-    settings = feature_info.get("settings", {})
-    node_source = ((Path(feature_info["data"]), settings.get("seed", 0))
-                   if feature_info.get("data") and settings.get("feature_set") == "full" else None)
+    node_source = node_files_of(feature_info)
     # Equal settings make the same run: one trained meanwhile by another command is replaced.
     with atomic_dir(run_dir, "the trained run") as tmp:
         results = {}
@@ -367,6 +372,16 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
                            for f in sorted(tmp.rglob("*")) if f.is_file()}
         (tmp / "run.json").write_text(json.dumps(record, indent=1))
     return run_dir, record
+
+
+def node_files_of(feature_info: dict) -> tuple[Path, int] | None:
+    """(npz root, feature seed) the node learners read their graphs with: the files the run's
+    rows were built from, and only beside 'full' rows, whose reference they share
+    (graph_state.Scorer); None: no node learner."""
+    settings = feature_info.get("settings", {})
+    if not feature_info.get("data") or settings.get("feature_set") != "full":
+        return None
+    return Path(feature_info["data"]), settings.get("seed", 0)
 
 
 def retrain_command(cfg: TrainConfig, collections: list[str], runs_root: Path,
