@@ -27,7 +27,7 @@ from .base import read_params, standardized_log_runtime, write_params
 # The collections a run gives a node learner. A genetic search revisits a node's few good layouts,
 # so a default-collection graph of 200 configs makes ~1,000 node rows (xla 35,000 over 30
 # graphs); a random search makes ~1.2-1.4 million over the same graphs, 40 times the training,
-# and the random collections were not measured with one (models/records/README.md).
+# and with 50 configs per graph it lowered nlp random's family CV (models/records/README.md).
 NODE_COLLECTIONS = ("layout:xla:default", "layout:nlp:default")
 
 
