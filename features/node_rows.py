@@ -81,11 +81,6 @@ class NodeSet(NamedTuple):
     def n_configs(self) -> int:
         return int(self.ptr[-1])
 
-    def config_scores(self, row_scores: np.ndarray) -> np.ndarray:
-        """(configs,) each config's sum of its nodes' row scores."""
-        return np.bincount(self.pair_config, weights=row_scores[self.pair_row],
-                           minlength=self.n_configs)
-
 
 def stack(graphs: list[NodeRows], runtimes: list[np.ndarray]) -> NodeSet:
     """One NodeSet of several graphs' node rows and their configs' runtimes."""

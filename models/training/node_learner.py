@@ -123,8 +123,12 @@ class NodeModel:
 
     def predict(self, data: FeatureSet) -> np.ndarray:
         """(rows,) score of each row's config (higher = predicted faster)."""
-        nodes = stack(list(_nodes_of(data)), [])
-        return nodes.config_scores(self.booster.predict(nodes.X, raw_score=True))
+        nodes = _nodes_of(data)
+        at = np.cumsum([0] + [n.X.shape[0] for n in nodes])
+        scores = (self.booster.predict(np.vstack([n.X for n in nodes]), raw_score=True)
+                  if at[-1] else np.zeros(0))
+        return np.concatenate([n.config_scores(scores[lo:hi])
+                               for n, lo, hi in zip(nodes, at[:-1], at[1:])] + [np.zeros(0)])
 
     def predict_graph(self, nodes: NodeRows, seen: "RowScores") -> np.ndarray:
         """(configs,) predict's scores of one graph's configs, scoring only the node rows
@@ -169,5 +173,5 @@ class RowScores:
 def _nodes_of(data: FeatureSet) -> tuple:
     if data.nodes is None:
         raise ValueError(f"{data.collection}: the node learner needs node rows "
-                         f"(features.node_rows.with_nodes)")
+                         f"(features.node_files.with_nodes)")
     return data.nodes
