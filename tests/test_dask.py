@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 import pytest
+from scipy.stats import kendalltau
 
 pytest.importorskip("distributed", reason="dask[distributed] is not installed (the dask extra)")
 pytest.importorskip("dask.dataframe", reason="lightgbm.dask needs dask.dataframe (the dask extra)")
@@ -23,6 +24,7 @@ import pipeline  # noqa: E402
 from features import FeatureConfig, build_entry, load_entry  # noqa: E402
 from features import dask_build  # noqa: E402
 from features.cluster import connect  # noqa: E402
+from features.feature_set import graph_slices  # noqa: E402
 from features.io import list_npz  # noqa: E402
 from models import metrics  # noqa: E402
 from models.training.dask_train import partition_bounds  # noqa: E402
@@ -126,10 +128,18 @@ def test_training_on_the_cluster_scores_like_a_single_process_run(ranker, client
     for c in collections:
         # Rounds are chosen by the same local probe; only the final fit ran on the cluster.
         assert cluster["metrics"][c]["rounds"] == local["metrics"][c]["rounds"]
-    # The run's validation score. One collection's mean over its 2 tiny validation graphs moves
-    # by up to ~0.03 between any two equally good fits (seen: xgboost +0.031 on one collection,
-    # -0.016 on the other, 0.008 overall), so it is no measure of the cluster's fit.
-    assert abs(cluster["final"] - local["final"]) < 0.02
+    # The cluster's model ranks the valid configs like the local one (a few-round fit differs in
+    # its details: seen 0.64-0.96 Kendall between the two models' scores, ~0 for unrelated
+    # models) and scores no worse. The mean of 2 tiny validation graphs moves by up to ~0.06
+    # between two such fits, so only a clear loss counts.
+    assert cluster["final"] > local["final"] - 0.02
+    for c in collections:
+        valid = load_entry(next((tmp_path / "features").glob(
+            f"{c.replace(':', '-')}-valid-*")))
+        [near], [far] = load_models(local["dir"], c), load_models(cluster["dir"], c)
+        agreement = [kendalltau(near.predict(valid)[rows], far.predict(valid)[rows])[0]
+                     for rows in graph_slices(valid.ptr)]
+        assert min(agreement) > 0.5, (c, agreement)
     # The saved file is the native one `submit` and `rank` load, and it is the model scored.
     valid = load_entry(next((tmp_path / "features").glob("layout-nlp-random-valid-*")))
     [model] = load_models(cluster["dir"], "layout:nlp:random")

@@ -14,12 +14,18 @@ from tests.conftest import make_ranking
 
 
 @pytest.mark.parametrize("graph_id, family", [
-    ("resnet50_batch_8_test", "resnet50"),
-    ("bert_base_batch_size_16_seq_128_test_bf16", "bert_base"),
-    ("efficientnet_v2_b0_batch_16_test_bf16", "efficientnet_v2_b0"),
-    ("albert_base_batch_size_16_seq_128_test_-76e4a16388182a4e", "albert_base"),  # tile kernel
-    ("alexnet_train_batch_32_-1bae27a41d70f4dc", "alexnet_train"),
-    ("unet_3d.4x4.bf16", "unet_3d"),                                            # real layout
+    ("resnet50_batch_8_test", "resnet"),
+    ("resnet101_v2_batch_8_test_bf16", "resnet"),       # another depth and version: one family
+    ("bert_base_batch_size_16_seq_128_test_bf16", "bert"),
+    ("bert_tiny_batch_size_32_seq_64_test", "bert"),
+    ("distil_bert_base_batch_size_16_seq_128_test", "bert"),
+    ("small_bert_bert_en_uncased_L-10_H-128_A-2_batch_size_32_test", "bert"),   # real layout
+    ("gpt2_small_batch_size_32_seq_64_test", "gpt"),
+    ("t5_tiny_batch_size_32_seq_128_test", "t5"),       # no other letters to keep
+    ("efficientnet_v2_b0_batch_16_test_bf16", "efficientnet"),
+    ("albert_base_batch_size_16_seq_128_test_-76e4a16388182a4e", "albert"),  # tile kernel
+    ("alexnet_train_batch_32_-1bae27a41d70f4dc", "alexnet"),
+    ("unet_3d.4x4.bf16", "unet"),                                               # real layout
     ("05ae41e26dd3c4c06390371a0423233c", "05ae41e26dd3c4c06390371a0423233c"),  # test file
 ])
 def test_graph_family(graph_id, family):
@@ -42,7 +48,7 @@ def test_family_folds_keep_families_whole_and_balance_graphs():
 
 def test_early_stopping_watches_held_out_families_then_refits_on_all(rng):
     data = make_ranking(rng, [120] * 10)
-    data = replace(data, graph_ids=tuple(f"fam{i % 5}_batch_{i}" for i in range(10)))
+    data = replace(data, graph_ids=tuple(f"{'vwxyz'[i % 5]}net_batch_{i}" for i in range(10)))
     fit_idx, watch_idx = early_stop_split(data, seed=0)
     fit_fams = {graph_family(data.graph_ids[i]) for i in fit_idx}
     watch_fams = {graph_family(data.graph_ids[i]) for i in watch_idx}

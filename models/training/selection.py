@@ -20,15 +20,26 @@ from .row_order import rows_in_order
 
 # Tile kernels are named <program>_<signed 64-bit hex fingerprint>; the program is the unit.
 _KERNEL_HASH = re.compile(r"_-?[0-9a-f]{8,16}$")
+# Words that name a model's size or a variant of it, not its architecture ('small_bert_...',
+# 'distil_bert_base' are BERTs)
+_SIZE_WORDS = frozenset({"tiny", "mini", "small", "base", "medium", "large", "xl", "distil"})
+_DEPTH_SUFFIX = re.compile(r"^([a-z]{2,})\d+$")   # 'resnet50', 'vgg16', 'gpt2' (not 't5')
 EARLY_STOP_FRACTION = 0.2  # share of train families that early stopping watches
 
 
 def graph_family(graph_id: str) -> str:
-    """The model a graph comes from: its name before '_batch' ('resnet50_batch_8_test' ->
-    'resnet50'), else before the first '.' ('unet_3d.4x4.bf16' -> 'unet_3d'); tile kernels
-    drop their fingerprint first."""
+    """The model architecture a graph comes from, the unit every honest split keeps whole: the
+    held-out test holds other architectures, so sizes and depths of one (bert_tiny, bert_base;
+    resnet50, resnet101_v2) are one family. The model is the name before '_batch'
+    ('resnet50_batch_8_test' -> 'resnet50'), else before the first '.' ('unet_3d.4x4.bf16');
+    tile kernels drop their fingerprint first. Its architecture is its first word that is not a
+    size, without a depth number ('resnet50' -> 'resnet', 'bert_tiny' -> 'bert')."""
     name = _KERNEL_HASH.sub("", graph_id)
-    return name.split("_batch")[0] if "_batch" in name else name.split(".")[0]
+    model = name.split("_batch")[0] if "_batch" in name else name.split(".")[0]
+    words = [w for w in re.split(r"[_\-]", model) if w]
+    first = next((w for w in words if w not in _SIZE_WORDS), model)
+    depth = _DEPTH_SUFFIX.match(first)
+    return depth.group(1) if depth else first
 
 
 def family_folds(graph_ids, folds: int, seed: int) -> np.ndarray:
