@@ -84,7 +84,7 @@ def cmd_train(args) -> int:
                       overrides=parse_overrides(RANKERS[args.ranker][0].params_cls, args.set,
                                                 RUN_SET_PARAMS),
                       allow_no_valid=args.allow_no_valid, without=tuple(args.without),
-                      node_learner=not args.no_node_learner)
+                      partners=not args.ranker_alone)
     source = _source(args)
     with connect(args.scheduler, args.scheduler_timeout) as client:
         entries = {c: tuple(features.build_entry(source.npz_root, c, s, fcfg, args.cache_dir,
@@ -301,10 +301,11 @@ def _train_options(p) -> None:
     p.add_argument("--allow-no-valid", action="store_true",
                    help="train collections without scorable validation graphs (no validation "
                         "score; early stopping watches train families)")
-    p.add_argument("--no-node-learner", action="store_true",
-                   help="the ranker alone, without the node learner whose scores are averaged "
-                        "in by default on layout:xla:default and layout:nlp:default (README "
-                        "'Rankers')")
+    p.add_argument("--ranker-alone", action="store_true",
+                   help="each seed's ranker alone, without the partner whose scores are "
+                        "averaged in by default: a node learner on layout:xla:default and "
+                        "layout:nlp:default, a regression beside lambdarank on "
+                        "layout:xla:random and layout:nlp:random (README 'Rankers')")
 
 
 def _submit_options(p) -> None:

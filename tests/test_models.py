@@ -170,3 +170,40 @@ def test_tile_graphs_without_an_order_to_find_score_nan():
     got = metrics.per_graph_scores("tile:xla", np.array([1.0, 2, 3, 1, 2, 1]), runtime, ptr)
     assert np.isnan(got[:2]).all() and got[2] == pytest.approx(1.0)
     assert metrics.scorable(runtime, ptr).tolist() == [False, False, True]
+
+
+def _min_max(s: np.ndarray) -> np.ndarray:
+    return (s - s.min()) / (s.max() - s.min())
+
+
+def test_random_collections_average_a_regression_into_each_lambdarank_seed(rng, tmp_path):
+    """Each lambdarank seed on a random collection has a regression partner: the seed's score
+    is the mean of the two models' scores, each min-max scaled per graph (checked here with
+    NumPy and scipy); --ranker-alone and the other rankers have none."""
+    from scipy.stats import kendalltau
+
+    from models.training.lgbm import RegressionPartner
+    from models.training.runs import TrainConfig, train_collection
+
+    train = make_ranking(rng, [150] * 5, collection="layout:nlp:random")
+    valid = make_ranking(rng, [150] * 2, collection="layout:nlp:random")
+    result = train_collection(TrainConfig(seeds=2, overrides=FAST), train, valid, tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("*-*")) == [
+        "regression-0", "regression-1", "seed-0", "seed-1"]
+    for i in range(2):
+        ranker = LambdaRank.load(tmp_path / f"seed-{i}").predict(valid)
+        partner = RegressionPartner.load(tmp_path / f"regression-{i}").predict(valid)
+        expected = []
+        for lo, hi in zip(valid.ptr[:-1], valid.ptr[1:]):
+            both = (_min_max(ranker[lo:hi]) + _min_max(partner[lo:hi])) / 2
+            expected.append(kendalltau(both, -valid.runtime[lo:hi])[0])
+        np.testing.assert_allclose(result.seed_per_graph[i], expected)
+        alone = metrics.per_graph_scores(valid.collection, ranker, valid.runtime, valid.ptr)
+        assert result.ranker_seed_means[i] == pytest.approx(alone.mean())
+
+    for cfg in (TrainConfig(partners=False, overrides=FAST),
+                TrainConfig(ranker="xgboost", overrides=FAST)):
+        out = tmp_path / cfg.ranker / str(cfg.partners)
+        result = train_collection(cfg, train, valid, out)
+        assert [p.name for p in out.glob("*-*")] == ["seed-0"]
+        assert result.ranker_seed_means == pytest.approx(result.seed_means)

@@ -298,17 +298,17 @@ def _rounds_note(s: Section) -> str:
                      else f"seed {seed} stopped early, keeping {rounds} of at most {cap} rounds")
     return (f"Scored on {_history_graphs(s)}, at {len(s.diag['history'][0]['rounds'])} round "
             f"counts. The rounds were chosen by early stopping (patience {patience}) on held-out "
-            f"train families, not on this curve: {'; '.join(seeds)}.{_node_note(s)}")
+            f"train families, not on this curve: {'; '.join(seeds)}.{_partner_note(s)}")
 
 
-def _node_note(s: Section) -> str:
-    """Where each seed also averages in a node learner, which the curve and gains leave out."""
+def _partner_note(s: Section) -> str:
+    """Where each seed also averages in a partner, which the curve and gains leave out."""
     alone, blended = s.summary.get("ranker_seed_means") or [], s.summary["seed_means"]
     if not alone or alone == blended:
         return ""
     return (f" The curve and the feature gains are the ranker's alone; each seed's score also "
-            f"averages in a node learner (README 'Rankers'): valid mean of the rankers alone "
-            f"{_fmt(float(np.mean(alone)))}, with their node learners "
+            f"averages in a partner (README 'Rankers'): valid mean of the rankers alone "
+            f"{_fmt(float(np.mean(alone)))}, with their partners "
             f"{_fmt(float(np.mean(blended)))}.")
 
 

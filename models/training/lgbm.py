@@ -220,6 +220,11 @@ class Regression(_LightGBMRanker):
         return None, standardized_log_runtime(data.runtime, data.ptr), None
 
 
+class RegressionPartner(Regression):
+    """A regression fitted beside a seed's lambdarank and averaged with it (runs.py's
+    REGRESSION_PARTNER_COLLECTIONS): the same model, its own type so a run tells it apart."""
+
+
 def safe_names(columns) -> list[str]:
     # LightGBM rejects JSON special characters in feature names.
     return [c.replace(".", "__") for c in columns]

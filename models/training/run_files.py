@@ -23,7 +23,11 @@ from models.metrics import METRIC_NAME
 
 from . import RANKERS
 from .base import normalize_per_graph
+from .lgbm import RegressionPartner
 from .node_learner import NodeModel
+
+# A seed's partner, by the directory its model is saved in (<kind>-<seed>)
+PARTNER_KINDS = {"node": NodeModel, "regression": RegressionPartner}
 
 MAX_LISTED_GRAPHS = 10
 
@@ -49,13 +53,24 @@ def read_run(run_dir: Path) -> dict:
 
 
 def load_models(run_dir: Path, collection: str) -> list:
-    """The collection's models: each seed's ranker, then each seed's node learner if any."""
+    """The collection's models: each seed's ranker, then each seed's partner if any."""
     record = read_run(run_dir)
     cls, _ = RANKERS[record["ranker"]]
     check_model_files(run_dir, record, collection)
     here = Path(run_dir) / collection_slug(collection)
     return ([cls.load(d) for d in sorted(here.glob("seed-*"))]
-            + [NodeModel.load(d) for d in sorted(here.glob("node-*"))])
+            + [kind.load(d) for name, kind in PARTNER_KINDS.items()
+               for d in sorted(here.glob(f"{name}-*"))])
+
+
+def partner_kind(model) -> str:
+    """The directory name (before -<seed>) a partner model is saved under."""
+    return next(name for name, kind in PARTNER_KINDS.items() if isinstance(model, kind))
+
+
+def is_partner(model) -> bool:
+    """Whether the model is a seed's partner (averaged with the seed's ranker), not a ranker."""
+    return isinstance(model, tuple(PARTNER_KINDS.values()))
 
 
 def needs_nodes(models: list) -> bool:
@@ -67,7 +82,7 @@ def check_model_files(run_dir: Path, record: dict, collection: str) -> None:
     """DamagedCacheError naming the first of the collection's model files that is not what
     was written, and the command that trains the run again. Runs older than the record
     ("files") are not checked."""
-    prefixes = tuple(f"{collection_slug(collection)}/{kind}-" for kind in ("seed", "node"))
+    prefixes = tuple(f"{collection_slug(collection)}/{kind}-" for kind in ("seed", *PARTNER_KINDS))
     fix = f"retrain with: {record.get('retrain', 'python pipeline.py train')}"
     for name, expected in record.get("files", {}).items():
         if name.startswith(prefixes):

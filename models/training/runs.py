@@ -1,7 +1,7 @@
 """Training runs: one model (per seed) per collection, validated per graph, saved with provenance.
 
 A run directory holds <collection>/seed-<i>/ native model files + params.json (layout also
-node-<i>/, the seed's node learner), and run.json
+the seed's partner: node-<i>/, its node learner, or regression-<i>/), and run.json
 recording the feature signature and cache keys, ranker settings, seeds, library versions and
 every validation score. `submit` reads it back and refuses models built on other features.
 """
@@ -32,14 +32,18 @@ from features.schema import collection_kind, collection_slug
 from . import RANKERS, diagnostics
 from models import metrics
 from .base import apply_overrides
+from .lgbm import REGRESSION_DEFAULTS, RegressionParams, RegressionPartner
 from .node_learner import NODE_COLLECTIONS, NodeModel, NodeParams
-from .run_files import mean_normalized
+from .run_files import mean_normalized, partner_kind
 from .selection import family_folds, fit_family_stopped
 
 MODELS_DIR = Path(__file__).resolve().parent
 N_RANDOM_ORDERS = 5
 # Ranker parameters a run sets itself, so an override of them would be ignored: -> the option.
 RUN_SET_PARAMS = {"seed": "--seed"}
+# Collections where each lambdarank seed has a regression partner averaged in (as the node
+# learner is on NODE_COLLECTIONS): family CV on the dev set chose both (models/records/)
+REGRESSION_PARTNER_COLLECTIONS = ("layout:xla:random", "layout:nlp:random")
 # A split's rows, or the cache entry they are loaded from when training needs them, so `train`
 # holds one collection's matrices at a time instead of every collection's.
 Split = FeatureSet | Path
@@ -55,9 +59,10 @@ class TrainConfig:
     overrides: dict = field(default_factory=dict)   # ranker params, e.g. {"num_leaves": 63}
     without: tuple[str, ...] = ()   # feature families left out (ablation), see FEATURE_FAMILIES
     allow_no_valid: bool = False  # train collections without usable validation graphs
-    # beside each seed's ranker, a node learner (node_learner.py) whose scores are averaged in,
-    # for node_learner.NODE_COLLECTIONS; family CV on the dev set chose it (models/records/)
-    node_learner: bool = True
+    # beside each seed's ranker, a partner whose scores are averaged in: a node learner
+    # (node_learner.py) on NODE_COLLECTIONS, a regression beside lambdarank on
+    # REGRESSION_PARTNER_COLLECTIONS; False: the ranker alone
+    partners: bool = True
 
     def __post_init__(self):
         if self.ranker not in RANKERS:
@@ -82,9 +87,17 @@ class TrainConfig:
 
     def node_params(self, collection: str) -> NodeParams | None:
         """The node learner's settings for a collection, None where it has none."""
-        if not self.node_learner or collection not in NODE_COLLECTIONS:
+        if not self.partners or collection not in NODE_COLLECTIONS:
             return None
         return NodeParams(num_threads=self.params_for(collection).num_threads)
+
+    def regression_partner(self, collection: str) -> RegressionParams | None:
+        """The regression partner's settings for a collection, None where it has none."""
+        if (not self.partners or self.ranker != "lambdarank"
+                or collection not in REGRESSION_PARTNER_COLLECTIONS):
+            return None
+        return replace(REGRESSION_DEFAULTS[collection_kind(collection)],
+                       num_threads=self.params_for(collection).num_threads)
 
 
 @dataclass
@@ -98,7 +111,7 @@ class CollectionResult:
     cv_graph_ids: tuple[str, ...] = ()
     cv_per_graph: np.ndarray | None = None   # (seeds, train graphs), see cross_validate
     ranker_seed_means: list[float] = field(default_factory=list)  # each seed's ranker alone,
-                                                                  # without its node learner
+                                                                  # without its partner
     rounds: list[int] = field(default_factory=list)  # per seed, chosen on held-out families
     default_per_graph: np.ndarray | None = None   # 'compiler default first' (models/diagnostics)
     stages: dict = field(default_factory=dict)    # wall seconds per training stage
@@ -182,26 +195,31 @@ def fit_seeds(cfg: TrainConfig, train: FeatureSet, fit_final=None):
             for i in range(cfg.seeds)]
 
 
-def fit_node_seeds(cfg: TrainConfig, train: FeatureSet) -> list[NodeModel]:
-    """One node learner per seed where the collection has one (train.nodes made), else none."""
-    params = cfg.node_params(train.collection)
-    if params is None or train.nodes is None:
-        return []
-    return [NodeModel(replace(params, seed=cfg.seed + i)).fit(train) for i in range(cfg.seeds)]
+def fit_partners(cfg: TrainConfig, train: FeatureSet, fit_final=None) -> list:
+    """One partner per seed where the collection has them: node learners (train.nodes made)
+    or regressions (early-stopped like the rankers); else none."""
+    seeds = [cfg.seed + i for i in range(cfg.seeds)]
+    node, regression = cfg.node_params(train.collection), cfg.regression_partner(train.collection)
+    if node is not None and train.nodes is not None:
+        return [NodeModel(replace(node, seed=s)).fit(train) for s in seeds]
+    if regression is not None:
+        return [fit_family_stopped(RegressionPartner, replace(regression, seed=s), train,
+                                   fit_final) for s in seeds]
+    return []
 
 
-def seed_scores(models: list, node_models: list, data: FeatureSet) -> list[np.ndarray]:
-    """Each seed's scores of data's rows: its ranker's, averaged with its node learner's (each
+def seed_scores(models: list, partners: list, data: FeatureSet) -> list[np.ndarray]:
+    """Each seed's scores of data's rows: its ranker's, averaged with its partner's (each
     min-max scaled per graph) where there is one."""
-    return blended([m.predict(data) for m in models], [n.predict(data) for n in node_models],
+    return blended([m.predict(data) for m in models], [n.predict(data) for n in partners],
                    data.ptr)
 
 
-def blended(ranker: list[np.ndarray], node: list[np.ndarray], ptr: np.ndarray) -> list:
+def blended(ranker: list[np.ndarray], partner: list[np.ndarray], ptr: np.ndarray) -> list:
     """seed_scores from each model's own scores."""
-    if not node:
+    if not partner:
         return ranker
-    return [mean_normalized([r, n], ptr) for r, n in zip(ranker, node)]
+    return [mean_normalized([r, n], ptr) for r, n in zip(ranker, partner)]
 
 
 def cross_validate(cfg: TrainConfig, train: FeatureSet, fit_final=None) -> np.ndarray:
@@ -219,7 +237,8 @@ def cross_validate(cfg: TrainConfig, train: FeatureSet, fit_final=None) -> np.nd
         held_idx = np.flatnonzero(fold_of == f)
         held = train.take_graphs(held_idx)
         part = train.take_graphs(np.flatnonzero(fold_of != f))
-        per_seed = seed_scores(fit_seeds(cfg, part, fit_final), fit_node_seeds(cfg, part), held)
+        per_seed = seed_scores(fit_seeds(cfg, part, fit_final), fit_partners(cfg, part, fit_final),
+                               held)
         for i, s in enumerate(per_seed):
             scores[i, held_idx] = metrics.per_graph_scores(train.collection, s, held.runtime,
                                                            held.ptr)
@@ -278,12 +297,14 @@ def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path
     start, clock = time.perf_counter(), diagnostics.Stopwatch()
     with clock("load"):
         train = rows_of(train, "train", cfg, node_source)
+    partner = ("a node learner" if train.nodes is not None else
+               "a regression" if cfg.regression_partner(train.collection) else None)
     log(f"training {cfg.ranker} on {train.collection}: {train.n_graphs} graphs, "
         f"{train.X.shape[0]} rows x {train.X.shape[1]} features"
-        + (", with a node learner" if train.nodes is not None else ""))
+        + (f", with {partner} beside each seed" if partner else ""))
     with clock("fit"):
         models = fit_seeds(cfg, train, fit_final)
-        node_models = fit_node_seeds(cfg, train)
+        partners = fit_partners(cfg, train, fit_final)
     with clock("cross-validate"):
         cv = cross_validate(cfg, train, fit_final)
     columns, cv_ids = train.columns, train.graph_ids
@@ -293,9 +314,9 @@ def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path
     with clock("validate"):
         for i, m in enumerate(models):
             m.save(out_dir / f"seed-{i}")
-        for i, m in enumerate(node_models):
-            m.save(out_dir / f"node-{i}")
-        scores, seed_per_graph, ranker_means = validate(models, node_models, valid)
+        for i, m in enumerate(partners):
+            m.save(out_dir / f"{partner_kind(m)}-{i}")
+        scores, seed_per_graph, ranker_means = validate(models, partners, valid)
         per_graph = metrics.per_graph_scores(valid.collection, scores, valid.runtime, valid.ptr)
     with clock("report data"):
         diagnostics.save(out_dir, models, valid, scores, is_default, columns)
@@ -307,29 +328,32 @@ def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path
         stages=clock.seconds)
 
 
-def validate(models: list, node_models: list, valid: FeatureSet):
+def validate(models: list, partners: list, valid: FeatureSet):
     """The run's scores of the valid rows (as submit's ensemble_scores), (seeds, graphs) each
-    seed's per-graph score, and each seed's ranker's mean without its node learner."""
+    seed's per-graph score, and each seed's ranker's mean without its partner."""
     ranker = [m.predict(valid) for m in models]
-    node = [m.predict(valid) for m in node_models]
+    partner = [m.predict(valid) for m in partners]
     per_seed = [metrics.per_graph_scores(valid.collection, s, valid.runtime, valid.ptr)
-                for s in blended(ranker, node, valid.ptr)]
+                for s in blended(ranker, partner, valid.ptr)]
     alone = [metrics.collection_score(metrics.per_graph_scores(valid.collection, r, valid.runtime,
                                                                valid.ptr)) for r in ranker]
-    return (mean_normalized(ranker + node, valid.ptr),
+    return (mean_normalized(ranker + partner, valid.ptr),
             np.array(per_seed).reshape(len(models), -1), alone)
 
 
 def run_key(cfg: TrainConfig, feature_keys: dict, cluster: dict | None = None) -> str:
     params = {c: asdict(cfg.params_for(c)) for c in feature_keys}
     nodes = {c: asdict(p) for c in feature_keys if (p := cfg.node_params(c)) is not None}
+    partners = {c: asdict(p) for c in feature_keys
+                if (p := cfg.regression_partner(c)) is not None}
     # A cluster's models differ a little from a local fit's (data-parallel histograms), so
     # they get their own run; local runs keep the key they always had.
     where = {"cluster": cluster} if cluster else {}
     return fingerprint(ranker=cfg.ranker, seeds=cfg.seeds, seed=cfg.seed, folds=cfg.folds,
                        params=params, features=feature_keys, without=sorted(cfg.without),
                        code=source_digest(MODELS_DIR), **where,
-                       **({"node_learner": nodes} if nodes else {}))
+                       **({"node_learner": nodes} if nodes else {}),
+                       **({"regression_partner": partners} if partners else {}))
 
 
 def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
@@ -399,7 +423,7 @@ def retrain_command(cfg: TrainConfig, collections: list[str], runs_root: Path,
     args += [a for k, v in cfg.overrides.items() for a in ("--set", f"{k}={v}")]
     args += [a for family in cfg.without for a in ("--without", family)]
     args += ["--allow-no-valid"] if cfg.allow_no_valid else []
-    args += [] if cfg.node_learner else ["--no-node-learner"]
+    args += [] if cfg.partners else ["--ranker-alone"]
     settings, defaults = feature_info.get("settings", {}), asdict(FeatureConfig())
     args += [a for k, v in settings.items() if v != defaults.get(k)
              for a in ("--feature", f"{k}={v}")]
@@ -414,6 +438,8 @@ def _run_record(cfg: TrainConfig, results: dict, keys: dict, feature_info: dict,
             "params": {c: asdict(cfg.params_for(c)) for c in results},
             "node_params": {c: asdict(p) for c in results
                             if (p := cfg.node_params(c)) is not None},
+            "regression_partner_params": {c: asdict(p) for c in results
+                                          if (p := cfg.regression_partner(c)) is not None},
             "features": {**feature_info, "keys": keys},
             "metrics": by_collection, "warnings": warnings, "final": _finite_or_none(final),
             "final_collections": [c for c, r in results.items() if np.isfinite(r.mean)],

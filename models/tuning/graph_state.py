@@ -19,7 +19,7 @@ from features.schema import is_tile
 from features.table import GraphStatic, graph_reference, graph_static, static_key
 
 from models.training.node_learner import NodeModel, RowScores
-from models.training.run_files import needs_nodes
+from models.training.run_files import is_partner, needs_nodes
 
 from .refine import Refinement, refine
 
@@ -108,12 +108,12 @@ class Scorer:
         return out, spread
 
     def per_seed(self, per_model: np.ndarray) -> np.ndarray:
-        """(seeds, r) each seed's score: its ranker's, averaged with its node learner's where
-        the run has them (run_files.load_models lists rankers first, then node learners)."""
-        nodes = sum(isinstance(m, NodeModel) for m in self.models)
-        if not nodes:
+        """(seeds, r) each seed's score: its ranker's, averaged with its partner's where the
+        run has them (run_files.load_models lists rankers first, then partners)."""
+        partners = sum(is_partner(m) for m in self.models)
+        if not partners:
             return per_model
-        return (per_model[:-nodes] + per_model[-nodes:]) / 2
+        return (per_model[:-partners] + per_model[-partners:]) / 2
 
     def update(self, g: Graph, state: GraphState) -> None:
         """Add g's configs and runtimes to the measurements and refit the refinement."""
