@@ -276,6 +276,8 @@ def _set_help() -> str:
 
 def _train_options(p) -> None:
     from models.training import RANKERS
+    from models.training.node_learner import NODE_COLLECTIONS
+    from models.training.runs import REGRESSION_PARTNER_COLLECTIONS
     p.add_argument("--ranker", choices=sorted(RANKERS), default="lambdarank",
                    help="lambdarank (LightGBM LambdaRank), regression (LightGBM L2 on log "
                         "runtime) or xgboost (XGBoost rank:pairwise); README 'Rankers' "
@@ -303,9 +305,9 @@ def _train_options(p) -> None:
                         "score; early stopping watches train families)")
     p.add_argument("--ranker-alone", action="store_true",
                    help="each seed's ranker alone, without the partner whose scores are "
-                        "averaged in by default: a node learner on layout:xla:default and "
-                        "layout:nlp:default, a regression beside lambdarank on "
-                        "layout:xla:random and layout:nlp:random (README 'Rankers')")
+                        "averaged in by default: a node learner on "
+                        f"{' and '.join(NODE_COLLECTIONS)}, a regression beside lambdarank on "
+                        f"{' and '.join(REGRESSION_PARTNER_COLLECTIONS)} (README 'Rankers')")
 
 
 def _submit_options(p) -> None:

@@ -268,8 +268,9 @@ def _name(rng, collection: str, split: str, i: int) -> str:
     if collection == "xla":
         model = ["resnet50", "inception_v3", "unet_3d", "efficientnet", "mask_rcnn"][i % 5]
         return f"{model}_gen{i}_{split}.4x4.fp16"
-    model = ["bert", "albert", "electra", "gpt2", "t5"][i % 5]
-    return f"{model}_gen{i}_{split}_en_base_batch_size_{16 * (1 + i % 4)}_{['train', 'test'][i % 2]}"
+    model = ["bert", "albert", "electra", "gpt2", "t5"][i % 5]   # five architecture families
+    batch, mode = 16 * (1 + i % 4), ["train", "test"][i % 2]
+    return f"{model}_gen{i}_{split}_en_base_batch_size_{batch}_{mode}"
 
 
 def _rng(spec: SampleSpec, *key: int) -> np.random.Generator:
