@@ -277,12 +277,12 @@ def _set_help() -> str:
 def _train_options(p) -> None:
     from models.training import RANKERS
     from models.training.node_learner import NODE_COLLECTIONS
-    from models.training.runs import REGRESSION_PARTNER_COLLECTIONS
+    from models.training.runs import REGRESSION_PARTNER_COLLECTIONS, TrainConfig
     p.add_argument("--ranker", choices=sorted(RANKERS), default="lambdarank",
                    help="lambdarank (LightGBM LambdaRank), regression (LightGBM L2 on log "
                         "runtime) or xgboost (XGBoost rank:pairwise); README 'Rankers' "
                         "(default: %(default)s)")
-    p.add_argument("--seeds", type=_at_least(1), default=1, metavar="N",
+    p.add_argument("--seeds", type=_at_least(1), default=TrainConfig.seeds, metavar="N",
                    help="models per collection, with seeds SEED .. SEED+N-1; their per-graph "
                         "normalised scores are averaged (default: %(default)s)")
     p.add_argument("--seed", type=_at_least(0), default=0, metavar="SEED",

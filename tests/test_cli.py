@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import pipeline
@@ -200,21 +201,24 @@ def test_cache_dir_of_a_reading_command_says_only_what_it_reads(command):
 def test_the_train_table_has_a_legend_for_its_columns_and_their_dashes(trained_run):
     from models.training.run_files import format_table
 
-    record = json.loads((trained_run / "run.json").read_text())   # --seeds 1, no --folds
+    record = json.loads((trained_run / "run.json").read_text())   # default seeds, no --folds
+    seeds = record["train_config"]["seeds"]
     table = format_table(record)
     legend = " ".join(table[table.index("columns:"):].split())
     for column in ("scored / unscrd =", "mean, min, max =", "seed sd =", "random =", "cv =",
                    "sec ="):
         assert column in legend
-    assert "seed sd = spread of the per-seed means (0.000: one model, --seeds 1)" in legend
+    assert f"seed sd = spread of the per-seed means (over the {seeds} models of --seeds {seeds})" \
+        in legend
     assert "cv = held-out-family mean ('-': no cross-validation, --folds K for one)" in legend
     rows = [line.split() for line in table.splitlines() if line.startswith(
         tuple(record["metrics"]))]
     assert [row[-2] for row in rows] == ["-"] * len(record["metrics"])   # the cv column
-    assert [row[-4] for row in rows] == ["0.000"] * len(record["metrics"])   # seed sd
-    record["train_config"].update(seeds=3, folds=5)
+    sds = [f"{np.std(m['seed_means']):.3f}" for m in record["metrics"].values()]
+    assert [row[-4] for row in rows] == sds   # seed sd
+    record["train_config"].update(seeds=1, folds=5)
     legend = " ".join(format_table(record).split())
-    assert "over the 3 models of --seeds 3" in legend and "over --folds 5" in legend
+    assert "(0.000: one model, --seeds 1)" in legend and "over --folds 5" in legend
 
 
 NO_DASK = textwrap.dedent("""

@@ -124,7 +124,8 @@ def test_two_trains_of_one_run_at_once_both_finish(tiny_root, tmp_path):
     from models.training.run_files import load_models
     runs = list((cache / "runs").iterdir())
     assert len(runs) == 1 and (runs[0] / "run.json").exists()
-    assert len(load_models(runs[0], "tile:xla")) == 1    # its files match run.json's record
+    seeds = json.loads((runs[0] / "run.json").read_text())["train_config"]["seeds"]
+    assert len(load_models(runs[0], "tile:xla")) == seeds   # its files match run.json's record
 
 
 # ---------------------------------------------------------------- a full or unwritable disk

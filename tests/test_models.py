@@ -201,8 +201,8 @@ def test_random_collections_average_a_regression_into_each_lambdarank_seed(rng, 
         alone = metrics.per_graph_scores(valid.collection, ranker, valid.runtime, valid.ptr)
         assert result.ranker_seed_means[i] == pytest.approx(alone.mean())
 
-    for cfg in (TrainConfig(partners=False, overrides=FAST),
-                TrainConfig(ranker="xgboost", overrides=FAST)):
+    for cfg in (TrainConfig(seeds=1, partners=False, overrides=FAST),
+                TrainConfig(seeds=1, ranker="xgboost", overrides=FAST)):
         out = tmp_path / cfg.ranker / str(cfg.partners)
         result = train_collection(cfg, train, valid, out)
         assert [p.name for p in out.glob("*-*")] == ["seed-0"]
