@@ -41,6 +41,7 @@ from features.schema import is_tile
 
 from .metrics import TILE_TOP_K, predicted_order
 from .serving.predict import StaleRunError, check_signature, collection_models, read_run
+from .training.run_files import first_seeds
 from .tuning.graph_state import (GraphState, Scorer, graph_key,
                                  with_configs)
 from .tuning.refine import Refinement
@@ -94,24 +95,29 @@ class CostModel:
         self._graphs: OrderedDict[str, tuple[Graph, GraphState]] = OrderedDict()
         self.cache_hits = self.cache_misses = 0
         self.trained_on, self.trained_on_sample = trained_on, trained_on_sample
+        self.seeds: int | None = None    # load's choice of seeds, kept by save
 
     @classmethod
-    def load(cls, path: str | Path, *, cache_size: int = 8) -> "CostModel":
+    def load(cls, path: str | Path, *, cache_size: int = 8,
+             seeds: int | None = None) -> "CostModel":
         """A run made by `pipeline.py train`, or a model saved by `save` (with its graphs'
         references and measurements); StaleRunError if the run was trained on other feature
         code or settings than the current ones. `description` names the run and its data; a
-        SampleTrainedWarning if that was the generated sample."""
+        SampleTrainedWarning if that was the generated sample. seeds: score with the run's
+        first `seeds` seeds only (each seed's model costs time in every call; a saved model
+        keeps its choice), None: all of them."""
         path = Path(path)
         if (path / SAVED).is_file():
-            return _load_saved(cls, path, cache_size)
+            return _load_saved(cls, path, cache_size, seeds)
         record = read_run(path)
         check_signature(record, path)    # also for settings this code no longer has
         settings = FeatureConfig(**record["features"]["settings"])
-        models = {c: collection_models(path, c) for c in record["metrics"]}
+        models = {c: first_seeds(collection_models(path, c), seeds) for c in record["metrics"]}
         model = cls(models, settings, cache_size=cache_size, source=str(path),
                     without=tuple(record["train_config"].get("without", ())),
                     trained_on=record["features"].get("data", ""),
                     trained_on_sample=_trained_on_sample(record))
+        model.seeds = seeds
         if model.trained_on_sample:
             warnings.warn(f"{path} was trained on the generated sample ({model.trained_on}): "
                           f"its scores say nothing about real graphs; train on real data",
@@ -329,16 +335,17 @@ def _save(model: CostModel, path: Path) -> Path:
                        "refinement_weight": None if state.refinement is None
                        else state.refinement.weight})
     (tmp / SAVED).write_text(json.dumps({"run": "run", "trained_run": model.source,
-                                         "graphs": graphs}, indent=1))
+                                         "seeds": model.seeds, "graphs": graphs}, indent=1))
     if path.exists():
         shutil.rmtree(path)
     tmp.rename(path)
     return path
 
 
-def _load_saved(cls, path: Path, cache_size: int) -> CostModel:
+def _load_saved(cls, path: Path, cache_size: int, seeds: int | None) -> CostModel:
     record = json.loads((path / SAVED).read_text())
-    model = cls.load(path / record["run"], cache_size=max(cache_size, len(record["graphs"])))
+    model = cls.load(path / record["run"], cache_size=max(cache_size, len(record["graphs"])),
+                     seeds=seeds or record.get("seeds"))
     for entry in record["graphs"]:
         with np.load(path / entry["file"]) as z:
             arrays = {k: z[k] for k in z.files}

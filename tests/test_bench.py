@@ -86,7 +86,8 @@ def test_a_small_run_reports_every_stage_the_projection_and_the_ranking(tmp_path
         assert any(line.startswith(collection + " ") for line in lines)
     assert any(line.startswith("end to end ") and "target" not in line for line in lines)
     assert any(line.startswith("dominant: ") for line in lines)
-    assert "per 1,000 layout candidates cold" in text
+    assert "per 1,000 layout candidates, with a default run's 6 models" in text   # 3 seeds x 2
+    assert "CostModel.load(run, seeds=1)" in text
     saved = json.loads((result.inputs.root / "bench.json").read_text())
     assert saved["units"]["workers"] == 2 and saved["units"]["tile"]["columns"] > 0
     assert set(saved["stages"][0]) >= {"name", "runs"}

@@ -2,8 +2,9 @@
 thread pinned to one CPU, Numba to one thread). Candidates of a generated layout graph draw each
 node's layout from `node_values` values of it, as in real files (a dev file's node takes a median
 of 50 distinct values in 1,000 configs); cold (the graph's tables built), warm (new candidates),
-and warm with fresh random draws (the worst case); and tile configs. Models: LambdaRank defaults,
-all rounds. Targets per 1,000 layout candidates: warm <= 100 ms, cold <= 1 s. `real_file`
+and warm with fresh random draws (the worst case); and tile configs. Models: what a default
+`train` run holds (its seeds and their partners), all rounds. Targets per 1,000 layout
+candidates: warm <= 100 ms, cold <= 1 s. `real_file`
 (--rank-file): a real layout file's graph too, warm candidates drawn from its own values."""
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from features import FeatureConfig, sample, synth_graph
 from . import stages
 from features.candidates import candidate_rows, read_candidates
 from features.io import read_graph
-from features.schema import collection_kind, collection_slug
+from features.schema import collection_slug
 
 from models.api import CostModel
-from models.training.lgbm import LAMBDARANK_DEFAULTS, LambdaRank
+from models.training.run_files import first_seeds
+from models.training.runs import TrainConfig, fit_partners, fit_seeds
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,10 @@ LAYOUT, TILE = "layout:xla:random", "tile:xla"
 GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
 
 
-def _train(arrays: list[dict], collection: str, tmp: Path) -> LambdaRank:
-    """LambdaRank, default settings, all rounds (no validation set), on these train graphs,
-    written as files and read back so they are validated like any other."""
+def _train(arrays: list[dict], collection: str, tmp: Path) -> list:
+    """A default run's models (each seed's ranker, then its partner) on these train graphs,
+    written as files and read back so they are validated like any other. The graphs make one
+    family, so nothing is held out to stop early: every round is trained."""
     settings = FeatureConfig(max_train_configs_layout=0, max_train_configs_tile=0)
     sets = []
     for i, a in enumerate(arrays):
@@ -57,9 +60,11 @@ def _train(arrays: list[dict], collection: str, tmp: Path) -> LambdaRank:
         sets.append(candidate_rows(g, settings))
     joined = {k: np.concatenate([getattr(s, k) for s in sets])
               for k in ("X", "runtime", "config_idx", "dup_count")}
-    data = replace(sets[0], **joined, graph_ids=tuple(f"g{i}" for i in range(len(sets))),
+    ids = tuple(f"bench_batch_{i}" for i in range(len(sets)))   # one family: "bench"
+    data = replace(sets[0], **joined, graph_ids=ids,
                    ptr=np.concatenate([[0], np.cumsum([s.X.shape[0] for s in sets])]))
-    return LambdaRank(LAMBDARANK_DEFAULTS[collection_kind(collection)]).fit(data)
+    cfg = TrainConfig()
+    return fit_seeds(cfg, data) + fit_partners(cfg, data)
 
 
 def _models(spec: RankSpec, rng, tmp: Path) -> tuple[CostModel, dict, list[np.ndarray]]:
@@ -73,7 +78,7 @@ def _models(spec: RankSpec, rng, tmp: Path) -> tuple[CostModel, dict, list[np.nd
     for _ in range(spec.tile_train_graphs + 1):
         g = synth_graph.build_graph(rng, int(rng.integers(8, 40)), "xla")
         tiles.append(sample.tile_arrays(rng, g, spec.tile_configs, "train", 0.003))
-    models = {LAYOUT: [_train([train], LAYOUT, tmp)], TILE: [_train(tiles[1:], TILE, tmp)]}
+    models = {LAYOUT: _train([train], LAYOUT, tmp), TILE: _train(tiles[1:], TILE, tmp)}
     graph_arrays = {k: train[k] for k in GRAPH_KEYS}
     return CostModel(models, FeatureConfig()), {"layout": graph_arrays, "tile": tiles[0]}, calls
 
@@ -120,10 +125,15 @@ def rank_latency(spec: RankSpec) -> dict:
                    for cs in (calls[1:spec.warm_calls + 1], calls[spec.warm_calls + 1:])]
     if model.cache_hits - hits != len(warm) + len(fresh):
         raise RuntimeError("a warm call missed the graph-static cache; its time is not warm")
+    one = CostModel({c: first_seeds(ms, 1) for c, ms in model.models.items()}, FeatureConfig())
+    one.rank(**layout, node_config_feat=calls[0])
+    one_seed = _median([_cpu_timed(lambda c=c: one.rank(**layout, node_config_feat=c))
+                        for c in calls[1:spec.warm_calls + 1]])
     tile = {k: graphs["tile"][k] for k in ("node_feat", "node_opcode", "edge_index",
                                             "config_feat")}
     tile_cold, tile_warm = [_cpu_timed(lambda: model.rank(**tile)) for _ in range(2)]
     return {"layout_cold": cold, "layout_warm": _median(warm), "layout_fresh": _median(fresh),
+            "layout_warm_one_seed": one_seed, "layout_models": len(model.models[LAYOUT]),
             "tile_cold": tile_cold, "tile_warm": tile_warm, "load_average": os.getloadavg(),
             "real": _real_latency(model, spec, rng) if spec.real_file else None}
 
@@ -175,8 +185,11 @@ def format_rank_notes(notes: dict) -> list[str]:
         return f"{wall * scale:.0f} ms (CPU {cpu * scale:.0f})"
     return [f"ranking API, one core, graph of {spec.nodes:,} nodes / {spec.config_nodes} "
             f"configurable, candidates drawing each node's layout from {spec.node_values} values:"
-            f" per 1,000 layout candidates cold {both('layout_cold')}, warm "
-            f"{both('layout_warm')} (targets 1000 / 100 ms); warm with every layout a fresh "
+            f" per 1,000 layout candidates, with a default run's {notes['layout_models']} "
+            f"models (its seeds and their partners), cold {both('layout_cold')}, warm "
+            f"{both('layout_warm')} (targets 1000 / 100 ms; with seed 0's alone, "
+            f"CostModel.load(run, seeds=1), {both('layout_warm_one_seed')}); warm with every "
+            f"layout a fresh "
             f"random draw (worst case) {both('layout_fresh')}; {spec.tile_configs:,} tile "
             f"configs cold {both('tile_cold', 1e3)}, warm {both('tile_warm', 1e3)}; load "
             f"average {notes['load_average'][0]:.1f}", *_real_lines(notes.get("real"))]

@@ -63,6 +63,17 @@ def load_models(run_dir: Path, collection: str) -> list:
                for d in sorted(here.glob(f"{name}-*"))])
 
 
+def first_seeds(models: list, seeds: int | None) -> list:
+    """load_models' list cut to its first `seeds` seeds, each seed's ranker and partner (None:
+    all of them); ValueError if the run has fewer."""
+    rankers = [m for m in models if not is_partner(m)]
+    if seeds is None:
+        return models
+    if not 1 <= seeds <= len(rankers):
+        raise ValueError(f"seeds must be 1 .. {len(rankers)} (the run's seeds), got {seeds}")
+    return rankers[:seeds] + [m for m in models if is_partner(m)][:seeds]
+
+
 def partner_kind(model) -> str:
     """The directory name (before -<seed>) a partner model is saved under."""
     return next(name for name, kind in PARTNER_KINDS.items() if isinstance(model, kind))
