@@ -104,8 +104,8 @@ class CostModel:
         references and measurements); StaleRunError if the run was trained on other feature
         code or settings than the current ones. `description` names the run and its data; a
         SampleTrainedWarning if that was the generated sample. seeds: score with the run's
-        first `seeds` seeds only (each seed's model costs time in every call; a saved model
-        keeps its choice), None: all of them."""
+        first `seeds` seeds only (each seed's model costs time in every call), None: all of
+        them; a saved model keeps the seeds it was saved with."""
         path = Path(path)
         if (path / SAVED).is_file():
             return _load_saved(cls, path, cache_size, seeds)
@@ -344,8 +344,11 @@ def _save(model: CostModel, path: Path) -> Path:
 
 def _load_saved(cls, path: Path, cache_size: int, seeds: int | None) -> CostModel:
     record = json.loads((path / SAVED).read_text())
+    if seeds is not None and seeds != record.get("seeds"):   # its refinements fit those seeds
+        raise ValueError(f"{path} was saved with seeds={record.get('seeds')}; load it without "
+                         f"seeds=, or load its run ({record['trained_run']}) with seeds={seeds}")
     model = cls.load(path / record["run"], cache_size=max(cache_size, len(record["graphs"])),
-                     seeds=seeds or record.get("seeds"))
+                     seeds=record.get("seeds"))
     for entry in record["graphs"]:
         with np.load(path / entry["file"]) as z:
             arrays = {k: z[k] for k in z.files}

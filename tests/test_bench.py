@@ -8,6 +8,7 @@ import pytest
 
 from models.bench import stages as st
 from models.bench.run import FLOOR, run_bench, format_bench
+from models.training.runs import TrainConfig
 
 
 def _allocate(mb: int) -> int:
@@ -86,7 +87,8 @@ def test_a_small_run_reports_every_stage_the_projection_and_the_ranking(tmp_path
         assert any(line.startswith(collection + " ") for line in lines)
     assert any(line.startswith("end to end ") and "target" not in line for line in lines)
     assert any(line.startswith("dominant: ") for line in lines)
-    assert "per 1,000 layout candidates, with a default run's 6 models" in text   # 3 seeds x 2
+    models = 2 * TrainConfig.seeds    # each seed's lambdarank and its regression partner
+    assert f"per 1,000 layout candidates, with a default run's {models} models" in text
     assert "CostModel.load(run, seeds=1)" in text
     saved = json.loads((result.inputs.root / "bench.json").read_text())
     assert saved["units"]["workers"] == 2 and saved["units"]["tile"]["columns"] > 0

@@ -94,37 +94,43 @@ def test_save_and_load_keep_what_was_learnt(trained_run, measured_graph, tmp_pat
     assert (tmp_path / "notes" / "keep.txt").read_text() == "mine"
 
 
-def _tile_score(order, runtime):
-    """The competition's tile score of an order, fastest predicted first."""
-    return 2 - runtime[order[:5]].min() / runtime.min()
-
-
 def test_fewer_seeds_score_as_the_runs_own_seeds_did(trained_run, tiny_npz, tmp_path):
-    """seeds=1 ranks each valid tile kernel as the run's seed 0 scored it in training, all seeds
-    as the run's ensemble did (the competition's top-5 score, recomputed here with NumPy); the
-    spread over one seed is 0, and a saved model keeps its seeds."""
+    """seeds=1 ranks each valid graph as the run's seed 0 (its ranker with its partner) scored
+    it in training, all seeds as the run's ensemble did (tile's top-5 score with NumPy, layout
+    Kendall with scipy); the spread over one seed is 0, and a saved model keeps its seeds."""
+    from scipy.stats import kendalltau
+
     record = json.loads((trained_run / "run.json").read_text())
-    m = record["metrics"]["tile:xla"]
-    assert record["train_config"]["seeds"] >= 2
+    seeds = record["train_config"]["seeds"]
+    assert seeds >= 2
     one, every = CostModel.load(trained_run, seeds=1), CostModel.load(trained_run)
-    compared = 0
-    for path in list_npz(tiny_npz, "tile:xla", "valid"):
-        with np.load(path) as z:
-            runtime = z["config_runtime"] / z["config_runtime_normalizers"]
-        gid = path.stem
-        if m["per_graph"].get(gid) is None:
-            continue
-        ranking = one.rank_file(path)
-        assert _tile_score(ranking.order, runtime) == pytest.approx(m["seed_per_graph"][0][gid])
-        assert not ranking.spread.any()
-        assert _tile_score(every.rank_file(path).order, runtime) == pytest.approx(
-            m["per_graph"][gid])
-        compared += 1
-    assert compared >= 2
-    saved = CostModel.load(one.save(tmp_path / "tuner"))
-    assert saved.seeds == 1 and len(saved.models["tile:xla"]) == 1
-    with pytest.raises(ValueError, match="seeds must be 1 .. 3"):
-        CostModel.load(trained_run, seeds=4)
+    # (metric, tolerance): a layout score may differ by a pair or two whose scores tie to
+    # float rounding (one pair of 254 configs moves tau by 6e-5)
+    score = {"tile:xla": (lambda r, t: 2 - t[r.order[:5]].min() / t.min(), 1e-9),
+             "layout:xla:random": (lambda r, t: kendalltau(r.scores, -t)[0], 1e-3)}
+    for collection, (metric, tol) in score.items():
+        m, compared = record["metrics"][collection], 0
+        assert len(one.models[collection]) * seeds == len(every.models[collection])
+        for path in list_npz(tiny_npz, collection, "valid"):
+            with np.load(path) as z:
+                runtime = z["config_runtime"] / z.get("config_runtime_normalizers", 1)
+            if m["per_graph"].get(path.stem) is None:
+                continue
+            ranking = one.rank_file(path)
+            assert metric(ranking, runtime) == pytest.approx(
+                m["seed_per_graph"][0][path.stem], abs=tol)
+            assert not ranking.spread.any()
+            assert metric(every.rank_file(path), runtime) == pytest.approx(
+                m["per_graph"][path.stem], abs=tol)
+            compared += 1
+        assert compared >= 2
+    saved = one.save(tmp_path / "tuner")
+    assert len(CostModel.load(saved).models["tile:xla"]) == 1
+    with pytest.raises(ValueError, match="saved with seeds=1"):
+        CostModel.load(saved, seeds=2)
+    for bad in (0, seeds + 1, True):
+        with pytest.raises(ValueError, match=f"seeds must be 1 .. {seeds}"):
+            CostModel.load(trained_run, seeds=bad)
 
 
 def test_random_best_is_the_mean_over_every_draw(rng):

@@ -48,9 +48,10 @@ GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node
 
 
 def _train(arrays: list[dict], collection: str, tmp: Path) -> list:
-    """A default run's models (each seed's ranker, then its partner) on these train graphs,
-    written as files and read back so they are validated like any other. The graphs make one
-    family, so nothing is held out to stop early: every round is trained."""
+    """A default run's models in load_models' order (every seed's ranker, then every seed's
+    partner), trained on these graphs, which are written as files and read back so they are
+    validated like any other. The graphs make one family: nothing is held out to stop early,
+    every round is trained."""
     settings = FeatureConfig(max_train_configs_layout=0, max_train_configs_tile=0)
     sets = []
     for i, a in enumerate(arrays):

@@ -58,18 +58,23 @@ def load_models(run_dir: Path, collection: str) -> list:
     cls, _ = RANKERS[record["ranker"]]
     check_model_files(run_dir, record, collection)
     here = Path(run_dir) / collection_slug(collection)
-    return ([cls.load(d) for d in sorted(here.glob("seed-*"))]
+    return ([cls.load(d) for d in _by_seed(here.glob("seed-*"))]
             + [kind.load(d) for name, kind in PARTNER_KINDS.items()
-               for d in sorted(here.glob(f"{name}-*"))])
+               for d in _by_seed(here.glob(f"{name}-*"))])
+
+
+def _by_seed(dirs) -> list[Path]:
+    """seed-2 before seed-10: in the order the seeds were trained."""
+    return sorted(dirs, key=lambda d: int(d.name.rsplit("-", 1)[1]))
 
 
 def first_seeds(models: list, seeds: int | None) -> list:
     """load_models' list cut to its first `seeds` seeds, each seed's ranker and partner (None:
     all of them); ValueError if the run has fewer."""
-    rankers = [m for m in models if not is_partner(m)]
     if seeds is None:
         return models
-    if not 1 <= seeds <= len(rankers):
+    rankers = [m for m in models if not is_partner(m)]
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= len(rankers):
         raise ValueError(f"seeds must be 1 .. {len(rankers)} (the run's seeds), got {seeds}")
     return rankers[:seeds] + [m for m in models if is_partner(m)][:seeds]
 
