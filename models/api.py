@@ -88,14 +88,15 @@ class CostModel:
 
     def __init__(self, models: dict[str, list], settings: FeatureConfig, *,
                  cache_size: int = 8, source: str = "", without: tuple[str, ...] = (),
-                 trained_on: str = "", trained_on_sample: bool = False):
+                 trained_on: str = "", trained_on_sample: bool = False,
+                 seeds: int | None = None):
         self.models, self.settings, self.source = models, settings, source
         self.without = tuple(without)   # feature families the run left out
         self.cache_size = cache_size
         self._graphs: OrderedDict[str, tuple[Graph, GraphState]] = OrderedDict()
         self.cache_hits = self.cache_misses = 0
         self.trained_on, self.trained_on_sample = trained_on, trained_on_sample
-        self.seeds: int | None = None    # load's choice of seeds, kept by save
+        self.seeds = seeds    # load's choice of the run's seeds (None: all), kept by save
 
     @classmethod
     def load(cls, path: str | Path, *, cache_size: int = 8,
@@ -116,8 +117,7 @@ class CostModel:
         model = cls(models, settings, cache_size=cache_size, source=str(path),
                     without=tuple(record["train_config"].get("without", ())),
                     trained_on=record["features"].get("data", ""),
-                    trained_on_sample=_trained_on_sample(record))
-        model.seeds = seeds
+                    trained_on_sample=_trained_on_sample(record), seeds=seeds)
         if model.trained_on_sample:
             warnings.warn(f"{path} was trained on the generated sample ({model.trained_on}): "
                           f"its scores say nothing about real graphs; train on real data",
