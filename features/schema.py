@@ -61,6 +61,40 @@ LAYOUT = slice(134, 140)              # layout_minor_to_major: dim indices, 0-pa
 MAX_DIM_INDEX = 5
 
 
+# ---------------------------------------------------------------- node_opcode ids
+# Section 5 of the format reference (the encoder's LEARNED_HLO_OPCODE_LIST): id i is
+# OPCODE_NAMES[i - 1]; 0 is an opcode outside the table. 97 and 101 are tombstones (trace,
+# tuple-select): no current XLA prints them.
+OPCODE_NAMES = (
+    "abs", "add", "add-dependency", "after-all", "all-reduce", "all-to-all", "atan",
+    "batch-norm-grad", "batch-norm-inference", "batch-norm-training", "bitcast",
+    "bitcast-convert", "broadcast", "call", "ceil", "cholesky", "clamp", "collective-permute",
+    "count-leading-zeros", "compare", "complex", "concatenate", "conditional", "constant",
+    "convert", "convolution", "copy", "copy-done", "copy-start", "cosine", "custom-call",
+    "divide", "domain", "dot", "dynamic-slice", "dynamic-update-slice", "exponential",
+    "exponential-minus-one", "fft", "floor", "fusion", "gather", "get-dimension-size",
+    "set-dimension-size", "get-tuple-element", "imag", "infeed", "iota", "is-finite", "log",
+    "log-plus-one", "and", "not", "or", "xor", "map", "maximum", "minimum", "multiply", "negate",
+    "outfeed", "pad", "parameter", "partition-id", "popcnt", "power", "real", "recv", "recv-done",
+    "reduce", "reduce-precision", "reduce-window", "remainder", "replica-id", "reshape",
+    "reverse", "rng", "rng-get-and-update-state", "rng-bit-generator", "round-nearest-afz",
+    "rsqrt", "scatter", "select", "select-and-scatter", "send", "send-done", "shift-left",
+    "shift-right-arithmetic", "shift-right-logical", "sign", "sine", "slice", "sort", "sqrt",
+    "subtract", "tanh", "trace", "transpose", "triangular-solve", "tuple", "tuple-select",
+    "while", "cbrt", "all-gather", "collective-permute-start", "collective-permute-done",
+    "logistic", "dynamic-reshape", "all-reduce-start", "all-reduce-done", "reduce-scatter",
+    "all-gather-start", "all-gather-done", "opt-barrier", "async-start", "async-update",
+    "async-done", "round-nearest-even", "stochastic-convert", "tan",
+)
+OPCODE_IDS = {name: i for i, name in enumerate(OPCODE_NAMES, start=1)}
+UNKNOWN_OPCODE = 0
+MAX_OPCODE = len(OPCODE_NAMES)
+CONVOLUTION, DOT, RESHAPE = OPCODE_IDS["convolution"], OPCODE_IDS["dot"], OPCODE_IDS["reshape"]
+PARAMETER, TRANSPOSE = OPCODE_IDS["parameter"], OPCODE_IDS["transpose"]
+# Only these are configurable in layout files (section 3.2).
+CONFIGURABLE_OPCODES = (CONVOLUTION, DOT, RESHAPE)
+
+
 # ---------------------------------------------------------------- 8x128 tiles
 # A TPU stores a tensor in 8x128 tiles over its two most-minor dims (section 7 of solutions.md):
 # the minor-most dim is padded to a multiple of 128, the next to a multiple of 8.
