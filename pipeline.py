@@ -4,6 +4,7 @@
     python pipeline.py train --ranker lambdarank
     python pipeline.py submit
     python pipeline.py rank FILE.npz      # rank one graph's configs with the newest run
+    python pipeline.py encode PROGRAM.hlo --out FILE.npz   # a program's HLO text as a graph file
     python pipeline.py report             # HTML report of the newest run
 
 Data: --data-dir, else $TPUGRAPHS_DIR, else ~/data/tpugraphs (the download root, its npz_all/
@@ -12,21 +13,34 @@ Everything the commands make goes under --cache-dir (default: data_cache/ beside
 """
 from __future__ import annotations
 
+import sys
+
+if __name__ == "__main__":   # Ctrl-C while the imports below load (seconds): a line, no traceback
+    import signal
+
+    def _stopped(signum, frame):
+        print(f"interrupted ({signal.Signals(signum).name}) while starting; nothing was done",
+              file=sys.stderr)
+        raise SystemExit(130)
+    for _signal in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(_signal) is not signal.SIG_IGN:   # nohup's choice stands
+            signal.signal(_signal, _stopped)
+
 import argparse
 from dataclasses import asdict
-import sys
 import warnings
 from pathlib import Path
 from typing import Sequence
 
 import features
 from features import COLLECTIONS, SPLITS, FeatureConfig
-from features import cache
-from features.cluster import CONNECT_TIMEOUT_S, connect
-from features.io import count_configs
-from features.settings import describe, parse_overrides
-from features.feature_set import FEATURE_FAMILIES
-from features.table import FEATURE_SETS
+from features.cache import store as cache
+from features.outputs import check_dir, check_file
+from models.cli import interrupts
+from models.cli.cluster import CONNECT_TIMEOUT_S, connect
+from models.cli.settings import describe, parse_overrides
+from features.rows.feature_set import FEATURE_FAMILIES
+from features.rows.table import FEATURE_SETS
 
 # The model side is imported where a command needs it, not here: spawned feature-build workers
 # run this file's top level again, and importing LightGBM (which loads scikit-learn) cost each
@@ -44,7 +58,7 @@ def data_source(data_dir: str | None, cache_dir: Path, sample_spec=None) -> feat
     under the cache): with no download, every command still runs, and says which it used."""
     source = features.resolve_data(data_dir)
     if source is None:
-        from features.sample import SampleSpec, ensure_sample
+        from models.sample.generate import SampleSpec, ensure_sample
         source = features.sample_source(ensure_sample(cache.sample_root(cache_dir),
                                                       sample_spec or SampleSpec()))
     print(source.description)
@@ -59,18 +73,19 @@ def cmd_build_features(args) -> int:
     """Build (or reuse from the cache) the feature rows of every collection and split."""
     cfg = _feature_config(args)
     source = _source(args)
+
+    def log(collection, split, entry, built):
+        meta = features.read_meta(entry)
+        state = (f"built {meta['files_built_this_run']} files in "
+                 f"{meta['wall_seconds_this_run']:.1f}s" if built else "cached")
+        print(f"{collection:<20} {split:<5} {meta['n_graphs']:>5} graphs "
+              f"{meta['n_rows']:>8} rows  {state:<26} {entry}")
+
     with connect(args.scheduler, args.scheduler_timeout) as client:
-        for collection in args.collections:
-            for split in args.splits:
-                entry, built = features.build_entry(source.npz_root, collection, split, cfg,
-                                                    args.cache_dir, force=args.force,
-                                                    workers=args.workers, pack=args.pack,
-                                                    client=client)
-                meta = features.read_meta(entry)
-                state = (f"built {meta['files_built_this_run']} files in "
-                         f"{meta['wall_seconds_this_run']:.1f}s" if built else "cached")
-                print(f"{collection:<20} {split:<5} {meta['n_graphs']:>5} graphs "
-                      f"{meta['n_rows']:>8} rows  {state:<26} {entry}")
+        # every collection and split is tried; bad files are listed together at the end
+        features.build_entries(source.npz_root, args.collections, args.splits, cfg,
+                               args.cache_dir, log=log, force=args.force,
+                               workers=args.workers, pack=args.pack, client=client)
     return 0
 
 
@@ -87,10 +102,10 @@ def cmd_train(args) -> int:
                       partners=not args.ranker_alone)
     source = _source(args)
     with connect(args.scheduler, args.scheduler_timeout) as client:
-        entries = {c: tuple(features.build_entry(source.npz_root, c, s, fcfg, args.cache_dir,
-                                                 workers=args.workers, pack=args.pack,
-                                                 client=client)[0]
-                            for s in ("train", "valid")) for c in args.collections}
+        built = features.build_entries(source.npz_root, args.collections, ("train", "valid"),
+                                       fcfg, args.cache_dir, workers=args.workers,
+                                       pack=args.pack, client=client)
+        entries = {c: (built[c, "train"], built[c, "valid"]) for c in args.collections}
         info = {"signature": features.feature_signature(fcfg), "settings": asdict(fcfg),
                 "data": str(source.npz_root), "sample": source.is_sample,
                 "train_files": {c: source.train_fingerprint(c) for c in args.collections}}
@@ -105,7 +120,8 @@ def cmd_train(args) -> int:
 def cmd_submit(args) -> int:
     """Write submission.csv for every test file, each collection scored by its newest fit run."""
     from models.serving.predict import choose_runs, submission_rows
-    from models.serving.submission import files_to_score, write_csv
+    from models.serving.submission import expected_configs, files_to_score, write_csv
+    check_file(args.out)      # before minutes of work, not after
     source = _source(args)
     tests = files_to_score(source)
     choices = choose_runs(cache.runs_root(args.cache_dir), source, tests, dict(args.run),
@@ -114,31 +130,54 @@ def cmd_submit(args) -> int:
         print(f"{c:<20} served by {choice.run_dir}" + (f"  (note: {choice.note})"
                                                        if choice.note else ""))
     with connect(args.scheduler, args.scheduler_timeout) as client:
-        test_sets = {c: features.load_or_build(source.npz_root, c, "test",
-                                               choices[c].feature_config, args.cache_dir,
-                                               workers=args.workers, pack=args.pack,
-                                               client=client) for c in tests}
-    expected = {f"{c}:{f.stem}": count_configs(f) for c, files in tests.items() for f in files}
-    rows = submission_rows(choices, test_sets, expected, source.npz_root)
+        built = features.build_entries(source.npz_root, tests, ("test",),
+                                       {c: choices[c].feature_config for c in tests},
+                                       args.cache_dir, workers=args.workers, pack=args.pack,
+                                       client=client)
+    test_sets = {c: features.load_entry(built[c, "test"]) for c in tests}
+    rows = submission_rows(choices, test_sets, expected_configs(tests, test_sets))
     path = write_csv(args.out, rows)
     print(f"wrote {len(rows)} rows to {path}")
     return 0
 
 
 def cmd_rank(args) -> int:
-    """Rank the configs of one npz file (config_runtime optional) with a trained run."""
+    """Rank the configs of one npz file (config_runtime optional), or of a program's HLO text
+    (--configs), with a trained run."""
     from models.api import CostModel, format_ranking
     from models.training.run_files import latest_run
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
     with warnings.catch_warnings(record=True) as caught:   # said as lines, not as tracebacks
         warnings.simplefilter("always")
         model = CostModel.load(run_dir)
-        ranking = model.rank_file(args.file, collection=args.collection)
+        ranking = model.rank_file(args.file, collection=args.collection, configs=args.configs)
     # stderr, so that stdout stays the ranking (--json parses as is)
     print(f"ranked by the {ranking.collection} model of {model.description}", file=sys.stderr)
     _warning_lines(caught)
     print(format_ranking(ranking, top=args.top, as_json=args.json))
     return 0
+
+
+def cmd_encode(args) -> int:
+    """Write a program's HLO text as a TpuGraphs layout file (its one config: the default)."""
+    from features.hlo import encode_file
+    with warnings.catch_warnings(record=True) as caught:   # an unknown opcode: a line, not a stop
+        warnings.simplefilter("always")
+        path, graph = encode_file(args.program, args.out)
+    _warning_lines(caught)
+    print(f"wrote {path}: {graph['node_opcode'].size} nodes, {graph['node_config_ids'].size} "
+          f"configurable, {graph['edge_index'].shape[0]} edges; one config, the compiler "
+          f"default (all -1), runtime 0 (not measured)")
+    return 0
+
+
+def _encode_options(p) -> None:
+    p.add_argument("program", type=Path, metavar="PROGRAM",
+                   help="HLO text of an XLA program (e.g. jax.jit(f).lower(*args).as_text("
+                        "dialect='hlo'), or an XLA dump's .txt)")
+    p.add_argument("--out", type=Path, required=True, metavar="FILE.npz",
+                   help="the layout npz to write (replaced if it exists; missing directories "
+                        "are made; no default: required)")
 
 
 def _warning_lines(caught) -> None:
@@ -159,10 +198,10 @@ def cmd_report(args) -> int:
 def cmd_compare(args) -> int:
     """Compare two runs graph by graph and seed by seed: is B better than A beyond seed noise?"""
     import json
-    from models.reporting.compare import as_json, compare_runs, format_table
+    from models.evaluation.compare import as_json, compare_runs, format_table
     results = compare_runs(args.run_a, args.run_b, args.on)
     print(json.dumps(as_json(results), indent=1) if args.json
-          else format_table(results, args.run_a, args.run_b, args.on))
+          else format_table(results, args.run_a, args.run_b))
     return 0
 
 
@@ -322,7 +361,11 @@ def _submit_options(p) -> None:
 
 
 def _rank_options(p) -> None:
-    p.add_argument("file", type=Path, help="npz file: a graph and its candidate configs")
+    p.add_argument("file", type=Path, help="npz file: a graph and its candidate configs; or a "
+                                           "program's HLO text (any other file), with --configs")
+    p.add_argument("--configs", type=Path, metavar="CONFIGS.npy",
+                   help="with an HLO program: the layouts to rank, (c, nc, 18) integers -1..5 "
+                        "in a .npy, or an npz holding node_config_feat (default: none)")
     p.add_argument("--run", type=Path, metavar="DIR",
                    help="run directory (default: the newest under --cache-dir)")
     p.add_argument("--top", type=_at_least(1), metavar="K",
@@ -337,10 +380,12 @@ def _rank_options(p) -> None:
 def cmd_tune_sim(args) -> int:
     """Simulate autotuning on validation graphs: random search vs the model, frozen and updated."""
     from models.training.run_files import latest_run
-    from models.tuning.simulate import SimSettings, format_table, simulate
+    from models.evaluation.tune_sim import SimSettings, format_table, simulate
     source = _source(args)
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
-    settings = SimSettings(round_size=args.round_size, max_graphs=args.max_graphs)
+    check_file(run_dir / "tune_sim.json")     # where the result goes, before the simulation
+    settings = SimSettings(round_size=args.round_size, max_graphs=args.max_graphs,
+                           each_seed=args.each_seed)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = simulate(run_dir, source.npz_root, args.collections, settings,
@@ -362,6 +407,58 @@ def _tune_sim_options(p) -> None:
                    help="measurements between two model updates (default: %(default)s)")
     p.add_argument("--max-graphs", type=_at_least(0), default=0, metavar="N",
                    help="validation graphs per collection (default: 0 = all)")
+    p.add_argument("--each-seed", action="store_true",
+                   help="also simulate each of the run's seeds alone (frozen and updated): "
+                        "whether the updates' gain is clear of the seeds' spread")
+
+
+def cmd_tune(args) -> int:
+    """Find a fast layout of one program, measuring with your command (resumable)."""
+    from models.api import CostModel
+    from models.training.run_files import latest_run
+    from models.tuning.session import TuneJob, tune_program
+    run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
+    job = TuneJob(args.program, args.measure, args.budget, args.out, seed=args.seed,
+                  collection=args.collection)
+    with warnings.catch_warnings(record=True) as caught:   # said as lines, not as tracebacks
+        warnings.simplefilter("always")
+        model = CostModel.load(run_dir, seeds=args.model_seeds)
+        print(f"searching with {model.description}")
+        try:
+            result = tune_program(model, job, str(run_dir))
+        except KeyboardInterrupt:
+            print(f"\ninterrupted: the measurements so far are kept in {args.out}/state; run the "
+                  f"same command again to resume", file=sys.stderr)
+            return 130
+        finally:
+            _warning_lines(caught)
+    print(f"best: {result.best_runtime:.6g} against the default's {result.default_runtime:.6g} "
+          f"({result.speedup:.3f}x faster), {len(result.runtimes)} measurements; wrote "
+          f"{args.out}/best.npy, best.json, progress.png")
+    return 0
+
+
+def _tune_options(p) -> None:
+    p.add_argument("program", type=Path, metavar="PROGRAM",
+                   help="a layout npz graph file, or a program's HLO text (any other file)")
+    p.add_argument("--measure", required=True, metavar="COMMAND",
+                   help="command line run (by the shell) with the path of a .npy of (k, nc, 18) "
+                        "int8 configs appended; it prints one runtime per line, lower = faster")
+    p.add_argument("--budget", type=_at_least(1), required=True, metavar="N",
+                   help="configs measured at most, the re-measurements that confirm the best "
+                        "included")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR",
+                   help="best.npy, best.json, progress.png and the state a rerun resumes from")
+    p.add_argument("--run", type=Path, metavar="DIR",
+                   help="run directory (default: the newest under --cache-dir)")
+    p.add_argument("--seed", type=_at_least(0), default=0,
+                   help="the search's seed (default: %(default)s)")
+    p.add_argument("--collection", choices=COLLECTIONS, metavar="COLLECTION",
+                   help="the layout model to search with (default: the program's family's "
+                        "'default' collection)")
+    p.add_argument("--model-seeds", type=_at_least(1), metavar="N",
+                   help="score with the run's first N seed models only: faster rounds "
+                        "(default: all)")
 
 
 def _report_options(p) -> None:
@@ -374,10 +471,11 @@ def _report_options(p) -> None:
 def _compare_options(p) -> None:
     p.add_argument("run_a", type=Path, metavar="RUN_A", help="run directory of the baseline")
     p.add_argument("run_b", type=Path, metavar="RUN_B", help="run directory of the change")
-    p.add_argument("--on", choices=("cv", "valid"), default="cv",
+    p.add_argument("--on", choices=("cv", "valid"),
                    help="which scores to pair: cv = held-out families of the train graphs "
-                        "(both runs trained with --folds), valid = the valid split "
-                        "(default: %(default)s)")
+                        "(both runs trained with --folds; the mean of seeds), valid = the valid "
+                        "split (the ensemble's scores, as train prints them) (default: cv when "
+                        "both runs have it, else valid, and the table says so)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -401,11 +499,13 @@ COMMANDS = {
     "submit": (cmd_submit, (_cache_option(f"{RUNS_FOUND}; {FEATURES_HELD} are kept"),
                             _worker_options, _data_options, _submit_options)),
     "rank": (cmd_rank, (_cache_option(RUNS_FOUND), _rank_options)),
+    "encode": (cmd_encode, (_encode_options,)),
     "report": (cmd_report, (_cache_option(RUNS_FOUND), _report_options)),
     "compare": (cmd_compare, (_compare_options,)),
     "tune-sim": (cmd_tune_sim, (_cache_option(f"{RUNS_FOUND}; the sample is made here when "
                                               f"no data is found"),
                                 _data_dir_option, _tune_sim_options)),
+    "tune": (cmd_tune, (_cache_option(RUNS_FOUND), _tune_options)),
     "bench": (cmd_bench, (_cache_option("where bench keeps its generated inputs, their feature "
                                         "rows and bench.json (bench/)"),
                           _worker_options, _bench_options)),
@@ -423,22 +523,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Commands that write under --cache-dir, which is checked before any work: rank, report and
+# compare only read runs there, and tune-sim writes there only the sample when no data is found.
+WRITES_CACHE = ("build-features", "train", "submit", "bench")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    from models.serving.predict import StaleRunError
     args = build_parser().parse_args(argv)
+    # Ctrl-C and SIGTERM: one line and exit 130 for every command (models/cli/interrupts.py)
+    return interrupts.run(args.command, lambda: _run(args), resumes=args.command in WRITES_CACHE)
+
+
+def _run(args) -> int:
+    from models.serving.predict import StaleRunError
     try:
+        if args.command in WRITES_CACHE:
+            check_dir(args.cache_dir)
         removed = features.reclaim_stale(args.cache_dir) if "cache_dir" in args else []
         if removed:
             print(f"removed {len(removed)} temporaries left under {args.cache_dir} by runs that "
                   f"ended early")
         return args.func(args)
-    except (features.DataFormatError, StaleRunError, FileNotFoundError, cache.CacheError,
-            ValueError) as exc:   # ValueError covers models.serving.submission.SubmissionError
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
         sys.stderr.close()
         return 0
+    except (features.DataFormatError, StaleRunError, OSError, cache.CacheError,
+            ValueError) as exc:   # ValueError covers models.serving.submission.SubmissionError
+        print(f"error: {_error_text(exc)}", file=sys.stderr)
+        return 2
+
+
+def _error_text(exc: BaseException) -> str:
+    """An OSError as 'PATH: reason' (its repr-like str reads '[Errno 21] ...: 'PATH''), the
+    others as they are."""
+    if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
+        also = f" -> {exc.filename2}" if exc.filename2 is not None else ""
+        return f"{exc.filename}{also}: {exc.strerror}"
+    return str(exc)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,24 @@ PRODUCT_COLUMNS = (44, 52, 60, 68, 76, 84, 112, 116, 120, 124, 128, 132)
 LAYOUT = slice(134, 140)              # layout_minor_to_major: dim indices, 0-padded (section 3.2)
 # A dimension index takes only 0..5 (six slots); the feature kernels index by them.
 MAX_DIM_INDEX = 5
+# The rest of the columns, for the HLO reader (features/hlo), in the same style.
+# The one-hot's element types in column order (featurizers.h PRIMITIVE_TYPE_FEATURES), spelled
+# as HLO text spells them; any other type (s4, f8e4m3fn, ...) leaves all 19 columns 0.
+ELEMENT_TYPE_NAMES = ("invalid", "pred", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
+                      "f16", "f32", "f64", "bf16", "c64", "c128", "tuple", "opaque", "token")
+WINDOW_PADDING_LOW, WINDOW_PADDING_LOW_SUM, WINDOW_PADDING_LOW_PRODUCT = slice(53, 59), 59, 60
+WINDOW_PADDING_HIGH, WINDOW_PADDING_HIGH_SUM, WINDOW_PADDING_HIGH_PRODUCT = slice(61, 67), 67, 68
+WINDOW_REVERSAL, WINDOW_REVERSAL_TRUE_COUNT = slice(85, 91), 91   # 0/1 per window dim
+CONV_INPUT_SPATIAL = slice(95, 99)    # 4 slots, no sum or product
+# Slice, dynamic-slice and pad fields keep only 2 slots, then the sum and product.
+SLICE_START, SLICE_START_SUM, SLICE_START_PRODUCT = slice(109, 111), 111, 112
+SLICE_STRIDE, SLICE_STRIDE_SUM, SLICE_STRIDE_PRODUCT = slice(113, 115), 115, 116
+SLICE_LIMIT, SLICE_LIMIT_SUM, SLICE_LIMIT_PRODUCT = slice(117, 119), 119, 120
+DYNAMIC_SLICE_SIZES = slice(121, 123)
+DYNAMIC_SLICE_SIZES_SUM, DYNAMIC_SLICE_SIZES_PRODUCT = 123, 124
+PAD_LOW, PAD_LOW_SUM, PAD_LOW_PRODUCT = slice(125, 127), 127, 128    # interior padding not kept
+PAD_HIGH, PAD_HIGH_SUM, PAD_HIGH_PRODUCT = slice(129, 131), 131, 132
+IS_STABLE = 133                       # sort's is_stable
 
 
 # ---------------------------------------------------------------- node_opcode ids
@@ -66,7 +84,7 @@ MAX_DIM_INDEX = 5
 # OPCODE_NAMES[i - 1]; 0 is an opcode outside the table. 97 and 101 are tombstones (trace,
 # tuple-select): no current XLA prints them.
 OPCODE_NAMES = (
-    "abs", "add", "add-dependency", "after-all", "all-reduce", "all-to-all", "atan",
+    "abs", "add", "add-dependency", "after-all", "all-reduce", "all-to-all", "atan2",
     "batch-norm-grad", "batch-norm-inference", "batch-norm-training", "bitcast",
     "bitcast-convert", "broadcast", "call", "ceil", "cholesky", "clamp", "collective-permute",
     "count-leading-zeros", "compare", "complex", "concatenate", "conditional", "constant",
@@ -93,6 +111,25 @@ CONVOLUTION, DOT, RESHAPE = OPCODE_IDS["convolution"], OPCODE_IDS["dot"], OPCODE
 PARAMETER, TRANSPOSE = OPCODE_IDS["parameter"], OPCODE_IDS["transpose"]
 # Only these are configurable in layout files (section 3.2).
 CONFIGURABLE_OPCODES = (CONVOLUTION, DOT, RESHAPE)
+# Which of those nodes are: only the entry computation's, and a reshape only when its input or
+# its output has at least this rank (tpugraphs_dev/hlo/README.md; the npz files agree).
+CONFIGURABLE_RESHAPE_MIN_RANK = 2
+# node_splits (section 3.4): a boundary after each computation whose name holds one of these.
+SPLIT_COMPUTATION_MARKERS = ("cluster", "while", "cond")
+
+
+# ---------------------------------------------------------------- keys and config widths
+# Sections 2.1, 2.2, 3.1 and 3.2: the arrays of each kind of file, and the width of a config row.
+TILE_KEYS = ("node_feat", "node_opcode", "edge_index", "config_feat", "config_runtime",
+             "config_runtime_normalizers")
+LAYOUT_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_config_feat",
+               "config_runtime", "node_splits")
+# What a graph is without its configs: the keys a caller passes to rank a candidate config.
+GRAPH_KEYS = tuple(k for k in LAYOUT_KEYS if k not in ("node_config_feat", "config_runtime"))
+N_TILE_CONFIG_FEAT = 24
+SLOT_GROUP = 6                         # a layout slot group: output, input or kernel, 6 dims each
+SLOT_GROUPS = ("output", "input", "kernel")
+N_LAYOUT_CONFIG_FEAT = SLOT_GROUP * len(SLOT_GROUPS)   # 18
 
 
 # ---------------------------------------------------------------- 8x128 tiles

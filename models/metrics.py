@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from features.feature_set import graph_slices
+from features.rows.feature_set import graph_slices
 from features.schema import is_tile
 
 TILE_TOP_K = 5

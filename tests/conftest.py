@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from features.sample import SampleSpec, ensure_sample
+from models.sample.generate import SampleSpec, ensure_sample
 
 TINY = SampleSpec(seed=7, tile_graphs=(10, 4, 3), tile_configs=(12, 60), layout_graphs=(4, 2, 2),
                   xla_nodes=(60, 120), nlp_nodes=(40, 80), layout_configs=(150, 400),

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import pipeline
-from features import io
-from features.io import list_npz
-from features.sample import write_npz
+from features.npz import graph as npz_graph, read as io
+from features.npz.find import list_npz
+from models.sample.generate import write_npz
 from features.schema import SHAPE_DIMS
 from models.api import (CostModel, DataFormatError, FamilyMismatchWarning, InvalidLayoutError,
                         MissingModelError, SampleTrainedWarning, StaleRunError)
@@ -197,7 +197,7 @@ def test_a_collection_the_run_lacks_is_a_missing_model_error(model, xla_graph, t
         tile_only.rank(**graph, node_config_feat=ncf)
     assert isinstance(exc.value, LookupError) and isinstance(exc.value, ValueError)
     assert not isinstance(exc.value, StaleRunError)
-    assert DataFormatError is io.DataFormatError
+    assert DataFormatError is npz_graph.DataFormatError
 
 
 def test_the_missing_model_reaches_a_cli_user_as_an_error_line(trained, trained_run, tiny_npz,

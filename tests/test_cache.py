@@ -15,10 +15,11 @@ import pytest
 
 import features
 from features import FeatureConfig, build_entry, load_entry
-from features import cache as feature_cache
-from features import signature as feature_sig
-from features import units
-from features.io import list_npz
+from features.cache import store as feature_cache
+from features.cache import signature as feature_sig
+from features.cache import build as cache_build
+from features.cache import units
+from features.npz.find import list_npz
 
 
 def _entry(tiny_npz, cache_root, cfg=FeatureConfig(), collection="tile:xla", split="valid"):
@@ -113,7 +114,7 @@ def test_an_entry_loads_chosen_columns_or_none(tiny_npz, tmp_path):
 
 
 def test_parallel_build_equals_serial_build(tiny_npz, tmp_path, monkeypatch):
-    monkeypatch.setattr(features, "PARALLEL_MIN_BYTES", 0)   # the tiny tree is below the bar
+    monkeypatch.setattr(cache_build, "PARALLEL_MIN_BYTES", 0)   # the tiny tree is below the bar
     serial = load_entry(build_entry(tiny_npz, "layout:nlp:random", "train", FeatureConfig(),
                                     tmp_path / "serial", workers=1)[0])
     parallel = load_entry(build_entry(tiny_npz, "layout:nlp:random", "train", FeatureConfig(),
@@ -123,7 +124,8 @@ def test_parallel_build_equals_serial_build(tiny_npz, tmp_path, monkeypatch):
 
 
 def test_packed_copy_is_made_once_and_reused(tiny_npz, tmp_path):
-    from features.io import packed_path, read_graph
+    from features.npz.pack import packed_path
+    from features.npz.read import read_graph
 
     f = list_npz(tiny_npz, "layout:xla:default", "valid")[0]
     plain = read_graph(f, "layout:xla:default", "valid")
@@ -158,8 +160,8 @@ def test_fixing_one_bad_file_rebuilds_only_that_file(tiny_npz, tmp_path):
 
 
 def test_a_unit_is_one_files_rows(tiny_npz, tmp_path):
-    from features.io import read_graph
-    from features.table import graph_table
+    from features.npz.read import read_graph
+    from features.rows.table import graph_table
 
     f = list_npz(tiny_npz, "layout:nlp:default", "valid")[0]
     unit_dir = feature_cache.unit_dir(tmp_path, "layout:nlp:default", "valid", "sig")
@@ -201,7 +203,7 @@ def test_stale_temporaries_are_reclaimed_and_live_ones_kept(tmp_path):
 
 WORKER_SCRIPT = textwrap.dedent("""
     import os, sys, time
-    from features.workers import process_pool
+    from features.cache.workers import process_pool
     pool = process_pool(2)
     futures = [pool.submit(time.sleep, 0.5) for _ in range(2)]
     pids = set(pool._processes)
@@ -233,7 +235,7 @@ def test_pool_workers_exit_when_the_parent_is_killed():
 
 def test_the_watchdog_exits_a_process_whose_parent_is_gone():
     """The fallback off Linux: a worker watching a parent id that is not its parent exits."""
-    code = ("import time; from features.workers import watch_parent; "
+    code = ("import time; from features.cache.workers import watch_parent; "
             f"watch_parent({_dead_pid()}, interval=0.05); time.sleep(30)")
     start = time.time()
     assert subprocess.run([sys.executable, "-c", code], timeout=30).returncode == 1

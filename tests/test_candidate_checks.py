@@ -1,4 +1,4 @@
-"""Layout validity and graph family (features/candidate_checks.py) against plain references,
+"""Layout validity and graph family (models/api/candidate_checks.py) against plain references,
 on hand-built graphs and on every dev layout file."""
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from features.candidate_checks import (InvalidLayoutError, allowed_ranks, graph_family,
-                                       group_lengths, invalid_candidates, refuse_invalid)
-from features.io import DataFormatError, Graph, list_npz, read_graph
+from models.api.candidate_checks import (InvalidLayoutError, allowed_ranks, graph_family,
+                                         group_lengths, invalid_candidates, refuse_invalid)
+from features.npz.find import list_npz
+from features.npz.graph import DataFormatError, Graph
+from features.npz.read import read_graph
 from features.schema import COLLECTIONS, SHAPE_DIMS, is_tile
 
 CONV, DOT, PARAMETER, ADD = 26, 34, 63, 2

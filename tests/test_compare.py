@@ -7,19 +7,22 @@ import numpy as np
 import pytest
 
 import pipeline
-from models.reporting.compare import compare_runs
+from models.evaluation.compare import compare_runs
 
 GRAPHS = [f"{fam}_batch_{b}_test" for fam in ("bert", "gpt2", "t5", "opt", "llama", "bloom",
                                               "albert", "roberta") for b in (8, 16)]
 
 
 def write_run(path, cv: np.ndarray | None, valid: np.ndarray, collection="layout:nlp:default",
-              seed=0):
-    """A run.json holding per-seed scores (seeds, graphs) of GRAPHS; NaN = unscored."""
+              seed=0, ensemble: np.ndarray | None = None):
+    """A run.json holding per-seed scores (seeds, graphs) of GRAPHS, and the ensemble's
+    (graphs,) on the valid split if given; NaN = unscored."""
     def by_graph(row):
         return {g: (None if np.isnan(x) else float(x)) for g, x in zip(GRAPHS, row)}
     metrics = {"seed_per_graph": [by_graph(r) for r in valid],
                "cv_seed_per_graph": [by_graph(r) for r in cv] if cv is not None else []}
+    if ensemble is not None:
+        metrics["per_graph"] = by_graph(ensemble)
     path.mkdir(parents=True)
     (path / "run.json").write_text(json.dumps({"metrics": {collection: metrics},
                                                "train_config": {"folds": 5, "seed": seed}}))
@@ -59,7 +62,7 @@ def test_a_gain_inside_the_seed_spread_is_noise(tmp_path, rng):
 def test_runs_without_per_seed_scores_are_refused_by_name(tmp_path, rng, capsys):
     a = write_run(tmp_path / "a", None, rng.uniform(size=(1, len(GRAPHS))))
     b = write_run(tmp_path / "b", None, rng.uniform(size=(1, len(GRAPHS))))
-    assert pipeline.main(["compare", str(a), str(b)]) == 2
+    assert pipeline.main(["compare", str(a), str(b), "--on", "cv"]) == 2
     err = capsys.readouterr().err
     assert str(a) in err and "held-out-family CV" in err and "--folds" in err
     assert pipeline.main(["compare", str(a), str(tmp_path / "nowhere")]) == 2
@@ -73,4 +76,31 @@ def test_one_seed_is_never_clear_and_other_folds_do_not_pair(tmp_path, rng):
     p, = compare_runs(write_run(tmp_path / "a", a, a), write_run(tmp_path / "b", a + 0.1, a))
     assert p.gain == pytest.approx(0.1) and p.verdict == "within noise"   # no seed noise seen
     with pytest.raises(ValueError, match="--seed: their folds differ"):
-        compare_runs(tmp_path / "a", write_run(tmp_path / "c", a, a, seed=1))
+        compare_runs(tmp_path / "a", write_run(tmp_path / "c", a, a, seed=1), "cv")
+    p, = compare_runs(tmp_path / "a", tmp_path / "c")      # without --on: the valid split
+    assert p.on == "valid" and "folds differ" in p.note
+
+
+def test_two_default_runs_compare_their_ensembles_on_valid_with_no_options(tmp_path, rng,
+                                                                           capsys):
+    """Runs of the default `train` (no --folds) compare out of the box, on the valid split,
+    and the columns are the ensemble's scores, as train and report print them, not the mean
+    of the single seeds (a tile ensemble of 0.836 whose seeds score 0.836, 0.834, 0.730)."""
+    seeds = rng.uniform(0.3, 0.6, (3, len(GRAPHS)))
+    seeds[2] -= 0.1                                       # one weak seed
+    ensemble = seeds[:2].mean(axis=0) + 0.02              # the ensemble beats its seeds' mean
+    a = write_run(tmp_path / "a", None, seeds, ensemble=ensemble)
+    b = write_run(tmp_path / "b", None, seeds + 0.01, ensemble=ensemble + 0.01)
+    assert pipeline.main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "paired on the valid split" in out and "without --folds" in out
+    assert "A ens" in out and "the ensemble's per-graph score" in out
+    row = next(line for line in out.splitlines() if line.startswith("layout:nlp:default"))
+    assert row.split()[2:5] == [f"{ensemble.mean():.3f}", f"{ensemble.mean() + 0.01:.3f}",
+                                "+0.010"]
+    assert f"{seeds.mean():.3f}" not in row.split()[2:4]
+    p, = compare_runs(a, b)
+    assert (p.score, p.on) == ("ensemble", "valid")
+    p, = compare_runs(write_run(tmp_path / "c", seeds, seeds), write_run(tmp_path / "d", seeds,
+                                                                         seeds))
+    assert (p.score, p.on) == ("mean of seeds", "cv")       # CV keeps no ensemble score

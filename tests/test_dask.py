@@ -21,14 +21,14 @@ pytest.importorskip("distributed", reason="dask[distributed] is not installed (t
 pytest.importorskip("dask.dataframe", reason="lightgbm.dask needs dask.dataframe (the dask extra)")
 
 import pipeline  # noqa: E402
-from features import FeatureConfig, build_entry, load_entry  # noqa: E402
-from features import dask_build  # noqa: E402
-from features.cluster import connect  # noqa: E402
-from features.feature_set import graph_slices  # noqa: E402
-from features.io import list_npz  # noqa: E402
-from models import metrics  # noqa: E402
-from models.training.dask_train import partition_bounds  # noqa: E402
-from models.training.run_files import ensemble_scores, load_models  # noqa: E402
+from features import FeatureConfig, build_entry, load_entry
+from features.cache import dask_build
+from models.cli.cluster import connect
+from features.rows.feature_set import graph_slices
+from features.npz.find import list_npz
+from models import metrics
+from models.training.dask_train import partition_bounds
+from models.training.run_files import ensemble_scores, load_models
 
 from .conftest import QUICK  # noqa: E402
 

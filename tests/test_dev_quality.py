@@ -33,8 +33,8 @@ pytestmark = pytest.mark.skipif(not (DEV / "npz_all").is_dir(),
 
 def _subset_tree(tmp: Path, collection: str, n_train: int) -> Path:
     """A download-style tree holding every n-th train graph (families spread) and all valid."""
-    src = DEV / "npz_all" / "npz" / features.io.collection_dir(collection)
-    dst = tmp / "npz_all" / "npz" / features.io.collection_dir(collection)
+    src = DEV / "npz_all" / "npz" / features.npz.find.collection_dir(collection)
+    dst = tmp / "npz_all" / "npz" / features.npz.find.collection_dir(collection)
     train = sorted((src / "train").glob("*.npz"))
     picked = train[::max(1, len(train) // n_train)][:n_train]
     for split, files in (("train", picked), ("valid", sorted((src / "valid").glob("*.npz")))):

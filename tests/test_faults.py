@@ -18,9 +18,10 @@ import pytest
 
 import pipeline
 from features import FeatureConfig, build_entry, load_entry
-from features import io as feature_io
-from features import units as unit_store
-from features.io import list_npz, packed_path
+from features.npz import pack as feature_io
+from features.cache import units as unit_store
+from features.npz.find import list_npz
+from features.npz.pack import packed_path
 
 from .conftest import QUICK
 

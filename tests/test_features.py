@@ -6,9 +6,10 @@ import pytest
 
 import features
 from features import COLLECTIONS, FeatureConfig, load_or_build
-from features.io import list_npz, read_graph
-from features.rows import select_rows, target_runtime
-from features.table import graph_table
+from features.npz.find import list_npz
+from features.npz.read import read_graph
+from features.rows.selection import select_rows, target_runtime
+from features.rows.table import graph_table
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +125,7 @@ def test_tile_target_is_runtime_over_normalizer(tiny_npz):
 
 
 def test_features_never_import_models():
-    src = features.cache.FEATURES_DIR
+    src = features.cache.store.FEATURES_DIR
     for f in src.glob("*.py"):
         text = f.read_text()
         assert "import models" not in text and "from models" not in text, f.name
@@ -135,8 +136,8 @@ def test_features_never_import_models():
 def test_a_capped_file_reads_only_what_it_needs_and_gives_the_same_rows(tiny_npz, tmp_path,
                                                                         monkeypatch, collection,
                                                                         split):
-    from features.table import configs_needed, file_table, graph_parts
-    monkeypatch.setattr(features.per_config, "STAT_CONFIGS", 25)   # files here are small
+    from features.rows.table import configs_needed, file_table, graph_parts
+    monkeypatch.setattr(features.rows.per_config, "STAT_CONFIGS", 25)   # files here are small
     f = list_npz(tiny_npz, collection, split)[0]
     cfg = FeatureConfig(max_train_configs_layout=20, max_valid_configs=20)
     whole = read_graph(f, collection, split)

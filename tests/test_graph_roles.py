@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 
-from features import graph_roles as R
-from features import kernels as K
-from features.io import Graph
-from features.per_config import CONTEXTS, layout_full, layout_static
-from features.per_graph import signed_log
+from features.graph import roles as R
+from features.rows import kernels as K
+from features.npz.graph import Graph
+from features.rows.per_config import CONTEXTS, layout_full, layout_static
+from features.graph.per_graph import signed_log
 
 ADD, MAX, BROADCAST, REDUCE, CONVERT = 2, 57, 13, 70, 25
 

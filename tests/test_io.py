@@ -7,10 +7,12 @@ import zipfile
 import numpy as np
 import pytest
 
-from features import inflate
-from features.io import DataFormatError, list_npz, read_graph, resolve_npz_root
+from features.npz import inflate
+from features.npz.find import list_npz, resolve_npz_root
+from features.npz.graph import DataFormatError
+from features.npz.read import read_graph
 from features.schema import COLLECTIONS, SPLITS
-from features.sample import write_npz
+from models.sample.generate import write_npz
 
 
 def _arrays(path):
@@ -305,7 +307,7 @@ def test_all_nan_layout_node_feat_names_the_file(layout_file):
 def test_values_at_the_bounds_are_read_and_give_finite_features(tile_file, layout_file):
     """The largest magnitudes the format allows pass the loader and the feature code."""
     from features import FeatureConfig
-    from features.table import graph_table
+    from features.rows.table import graph_table
 
     arrays, _ = tile_file
     config_feat = arrays["config_feat"].copy()

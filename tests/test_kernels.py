@@ -6,10 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from features import kernels as K
-from features.io import Graph
-from features.per_config import (GROUP_OF_OPCODE, NODE_QUANTITIES, default_layouts,
-                                 layout_full, layout_static, padded_shapes, value_counts)
+from features.graph import kernels as GK
+from features.npz import kernels as RK
+from features.rows import kernels as K
+from features.npz.graph import Graph
+from features.rows.per_config import (GROUP_OF_OPCODE, NODE_QUANTITIES, default_layouts,
+                                      layout_full, layout_static, padded_shapes, value_counts)
 
 
 def _fnv_reference(b: bytes) -> int:
@@ -39,7 +41,7 @@ def _fnv_reference(b: bytes) -> int:
 def test_row_hash_is_four_lane_fnv1a_and_separates_rows(rng, width):
     rows = rng.integers(0, 256, (50, width)).astype(np.uint8)
     rows[7] = rows[3]
-    got = K.row_hash(rows)
+    got = RK.row_hash(rows)
     assert [int(v) for v in got] == [_fnv_reference(r) for r in rows]
     if width >= 5:
         assert got[7] == got[3] and np.unique(got).size == 49
@@ -52,7 +54,7 @@ def test_row_hash_separates_every_single_byte_change(width):
     for pos in range(width):
         for j, value in enumerate((1, 2, 4, 8, 16, 128, 255)):
             changed[1 + 7 * pos + j, pos] = value
-    assert np.unique(K.row_hash(changed)).size == changed.shape[0]
+    assert np.unique(RK.row_hash(changed)).size == changed.shape[0]
 
 
 def test_config_codes_are_base7(rng):
@@ -76,7 +78,7 @@ def test_longest_path_matches_relaxation(rng, n):
     # ids shuffled so producers do not always have smaller ids than users
     perm = rng.permutation(n)
     edges = np.array([(perm[u], perm[v]) for u, v in sorted(pairs)], np.int64).reshape(-1, 2)
-    np.testing.assert_array_equal(K.longest_path(n, edges), _longest_path_reference(n, edges))
+    np.testing.assert_array_equal(GK.longest_path(n, edges), _longest_path_reference(n, edges))
 
 
 # ---------------------------------------------------------------- the layout kernel
@@ -404,17 +406,17 @@ INT_BAD = (6, -2, 127, -128, 2**31 - 1)
 def test_to_int8_checked_converts_and_finds_the_first_bad_value(rng, dtype, bad_values):
     values = rng.integers(-1 if np.dtype(dtype).kind != "u" else 0, 6, (5, 4, 18)).astype(dtype)
     out = np.empty(values.shape, np.int8)
-    assert K.to_int8_checked(values, out) == -1
+    assert RK.to_int8_checked(values, out) == -1
     np.testing.assert_array_equal(out, values.astype(np.int8))
     if np.dtype(dtype).kind == "f":         # -0.0 is the integer 0
         signed_zero = values.copy()
         signed_zero[2, 3, 4] = -0.0
-        assert K.to_int8_checked(signed_zero, out) == -1 and out[2, 3, 4] == 0
+        assert RK.to_int8_checked(signed_zero, out) == -1 and out[2, 3, 4] == 0
     for bad in bad_values:
         broken = values.copy()
         broken[3, 1, 7] = bad
         broken[4, 0, 0] = 9
-        assert K.to_int8_checked(broken, out) == np.ravel_multi_index((3, 1, 7), values.shape), bad
+        assert RK.to_int8_checked(broken, out) == np.ravel_multi_index((3, 1, 7), values.shape), bad
 
 
 def _slots_reference(ncf):
@@ -429,9 +431,9 @@ def test_slots_set_matches_numpy(rng, nc):
         r = int(rng.integers(1, 7))
         ncf[j, k, 6 * s:6 * s + r] = rng.permutation(r)
     ncf[11, nc - 1, 12:] = 5                         # every slot of the last section set
-    np.testing.assert_array_equal(K.slots_set(ncf), _slots_reference(ncf))
-    assert K.slots_set(np.zeros((0, 3, 18), np.int8)).tolist() == [[0, 0, 0]] * 3
-    assert K.slots_set(np.zeros((4, 0, 18), np.int8)).shape == (0, 3)
+    np.testing.assert_array_equal(RK.slots_set(ncf), _slots_reference(ncf))
+    assert RK.slots_set(np.zeros((0, 3, 18), np.int8)).tolist() == [[0, 0, 0]] * 3
+    assert RK.slots_set(np.zeros((4, 0, 18), np.int8)).shape == (0, 3)
 
 
 def test_add_slots_set_raises_what_earlier_pieces_left(rng):
@@ -439,10 +441,10 @@ def test_add_slots_set_raises_what_earlier_pieces_left(rng):
     ncf[ncf > 1] = -1
     used = np.zeros(7 * 3, np.int64)
     for lo in range(0, 40, 9):
-        K.add_slots_set(ncf[lo:lo + 9].reshape(-1, 7 * 18).view(np.uint8), used)
+        RK.add_slots_set(ncf[lo:lo + 9].reshape(-1, 7 * 18).view(np.uint8), used)
     np.testing.assert_array_equal(used.reshape(7, 3), _slots_reference(ncf))
 
 
 def test_add_slots_set_refuses_counts_of_another_width():
     with pytest.raises(ValueError, match="6 values per entry"):
-        K.add_slots_set(np.zeros((2, 36), np.uint8), np.zeros(5, np.int64))
+        RK.add_slots_set(np.zeros((2, 36), np.uint8), np.zeros(5, np.int64))

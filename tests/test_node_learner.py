@@ -10,11 +10,10 @@ import pytest
 
 import features
 from features import FeatureConfig
-from features import kernels as K
-from features.node_files import with_nodes
-from features.node_rows import NODE_COLUMNS, graph_node_rows, sample_configs, stack
-from features.per_config import BYTE_QUANTITIES, config_codes, layout_static, value_counts
-from features.per_graph import signed_log
+from features.rows import kernels as K
+from features.rows.node_rows import NODE_COLUMNS, graph_node_rows, sample_configs, stack
+from features.rows.per_config import BYTE_QUANTITIES, config_codes, layout_static, value_counts
+from features.graph.per_graph import signed_log
 from models import metrics
 from models.training.base import standardized_log_runtime
 from models.training.node_learner import NodeModel, NodeParams, objective
@@ -73,18 +72,20 @@ def test_objective_gradient_matches_finite_differences(rng):
 
 @pytest.mark.skipif(not (DEV / "npz_all").is_dir(), reason=f"no dev data at {DEV}")
 def test_node_learner_ranks_held_out_real_graphs(tmp_path):
-    """Trained on 12 dev nlp train graphs, it must order the valid graphs' configs well above
-    chance (random order is ~0) and survive save/load unchanged."""
-    collection = "layout:nlp:random"
+    """Trained on 12 dev nlp:default train graphs (node rows from the cache entry), it must
+    order the valid graphs' configs well above chance (random order is ~0) and survive save/load
+    unchanged."""
+    collection = "layout:nlp:default"     # node rows are built where the learner is used
     root = _subset_tree(tmp_path / "data", collection, 12)
     cfg = FeatureConfig(max_train_configs_layout=300)
-    train, valid = (with_nodes(features.load_or_build(root, collection, split, cfg,
-                                                      tmp_path / "cache"), root, split, cfg.seed)
+    train, valid = (features.load_or_build(root, collection, split, cfg, tmp_path / "cache")
                     for split in ("train", "valid"))
     model = NodeModel(NodeParams(n_estimators=150, train_configs=100)).fit(train)
     scores = model.predict(valid)
     per_graph = metrics.per_graph_scores(collection, scores, valid.runtime, valid.ptr)
-    assert metrics.collection_score(per_graph) > 0.6, per_graph
+    # default-collection configs differ little, so Kendall is lower than on random ones (0.44 here
+    # when written); random order is ~0
+    assert metrics.collection_score(per_graph) > 0.3, per_graph
     model.save(tmp_path / "node-0")
     np.testing.assert_array_equal(NodeModel.load(tmp_path / "node-0").predict(valid), scores)
 

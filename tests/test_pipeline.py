@@ -15,7 +15,8 @@ import pytest
 import pipeline
 from features import FeatureConfig
 from models.training import RANKERS
-from features.io import count_configs, list_npz
+from features.npz.find import list_npz
+from features.npz.read import count_configs
 from features.schema import COLLECTIONS
 
 from .conftest import QUICK
@@ -100,7 +101,7 @@ def test_named_data_dir_must_exist(tmp_path, capsys):
 
 
 def test_without_data_the_sample_is_generated_and_announced(tmp_path, monkeypatch):
-    import features.data as data
+    import features.npz.source as data
     from .conftest import TINY
 
     monkeypatch.delenv("TPUGRAPHS_DIR", raising=False)
@@ -122,8 +123,8 @@ def test_help_for_every_command(command, capsys):
     with pytest.raises(SystemExit) as exc:
         pipeline.main([command, "--help"])
     out = capsys.readouterr().out
-    # compare reads the two run directories it is given, no cache
-    assert exc.value.code == 0 and ("--cache-dir" in out) != (command == "compare")
+    # compare reads the two run directories it is given, encode one program: no cache
+    assert exc.value.code == 0 and ("--cache-dir" in out) != (command in ("compare", "encode"))
 
 
 def test_readme_documents_every_command_and_the_test_command():
@@ -312,8 +313,29 @@ def test_an_empty_valid_split_needs_the_flag_and_is_flagged(tiny_root, tmp_path,
     assert record["final"] == record["metrics"]["tile:xla"]["mean"]
 
 
+def test_a_build_tries_every_split_and_lists_every_bad_file_by_collection(tiny_root, tmp_path,
+                                                                          capsys):
+    """A bad tile valid file and a bad layout train file: both are listed, under their
+    collections, after every other file of every collection and split was built."""
+    data = _data_copy(tiny_root, tmp_path)
+    npz = data / "npz_all" / "npz"
+    bad = [list_npz(npz, "tile:xla", "valid")[1], list_npz(npz, "layout:nlp:random", "train")[0]]
+    for f in bad:
+        f.write_bytes(f.read_bytes()[:300])
+    code = pipeline.main(["build-features", "--data-dir", str(data), "--cache-dir",
+                          str(tmp_path / "cache"), "--workers", "1"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "Traceback" not in err
+    assert err.startswith("error: 2 unusable file(s) in 2 collection(s)")
+    tile, layout = err.index("tile:xla valid: 1 unusable"), err.index("layout:nlp:random train: 1")
+    assert tile < err.index(bad[0].name) < layout < err.index(bad[1].name)
+    built = {tuple(line.split()[:2]) for line in out.splitlines() if " graphs " in line}
+    assert built == {(c, s) for c in COLLECTIONS for s in ("train", "valid", "test")} - {
+        ("tile:xla", "valid"), ("layout:nlp:random", "train")}
+
+
 def test_stale_temporaries_are_removed_when_a_command_starts(tmp_path, capsys):
-    from features.cache import owner_tag
+    from features.cache.store import owner_tag
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -323,3 +345,34 @@ def test_stale_temporaries_are_removed_when_a_command_starts(tmp_path, capsys):
     pipeline.main(["build-features", "--data-dir", str(tmp_path / "absent"), "--cache-dir",
                    str(tmp_path)])
     assert not stale.exists() and "removed 1 temporaries" in capsys.readouterr().out
+
+
+def _npz_opens(monkeypatch, root: Path) -> list[str]:
+    """Every open of an .npz file under root from now on (zipfile and numpy open through io)."""
+    import builtins
+    import io
+
+    opened, real_open = [], io.open
+
+    def counting_open(file, *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and str(file).endswith(".npz") \
+                and Path(file).resolve().is_relative_to(root.resolve()):
+            opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+    monkeypatch.setattr(io, "open", counting_open)
+    monkeypatch.setattr(builtins, "open", counting_open)
+    return opened
+
+
+def test_after_the_build_train_and_submit_open_no_raw_file(tiny_root, tmp_path, monkeypatch):
+    """Node rows and config counts come from the cache entry: the download is read once."""
+    common = ["--data-dir", str(tiny_root), "--cache-dir", str(tmp_path / "cache"),
+              "--workers", "1"]
+    assert pipeline.main(["build-features", *common]) == 0
+    opened = _npz_opens(monkeypatch, tiny_root)
+    assert pipeline.main(["train", "--seeds", "1", *common, *QUICK]) == 0
+    assert pipeline.main(["submit", *common, "--out", str(tmp_path / "s.csv")]) == 0
+    assert opened == []
+    run = next((tmp_path / "cache" / "runs").glob("lambdarank-*/run.json"))
+    node_models = list(run.parent.glob("layout-*-default/node-*"))
+    assert node_models, "the default collections' node learners were trained from cached rows"

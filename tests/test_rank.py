@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import pipeline
-from features.io import DataFormatError, list_npz
+from features.npz.find import list_npz
+from features.npz.graph import DataFormatError
 from features.schema import COLLECTIONS
-from features.sample import write_npz
+from models.sample.generate import write_npz
 from models.api import CostModel
 from models.training.run_files import latest_run
 from models.training.runs import TrainConfig

@@ -17,13 +17,14 @@ from scipy import stats
 import features
 import pipeline
 from features import FeatureConfig, FeatureSet
-from features.io import list_npz
+from features.npz.find import list_npz
 from features.schema import collection_slug
 from models.training import RANKERS, diagnostics
 from models import metrics
 from models.training.base import apply_overrides
 from models.training.diagnostics import default_first_per_graph
 from models.training.lgbm import LambdaRank
+from models.reporting import figures
 from models.reporting import report as report_module
 
 from .conftest import make_ranking
@@ -301,7 +302,10 @@ def test_the_round_curve_states_its_graphs_and_whether_the_cap_stopped_it(
                              f"order; as many as fit in 20,000 rows, since every point " \
                              f"predicts them again)"
     cap_line = next(line for line in ax.get_lines() if "round cap" in line.get_label())
-    assert list(cap_line.get_xdata()) == [40, 40]
+    if capped or len(cap_line.get_xdata()):     # drawn where it ended training or is near
+        assert list(cap_line.get_xdata()) == [40, 40]
+    else:
+        assert "beyond the last round shown" in cap_line.get_label()
     assert cap_line.get_label().endswith("ended seed 0") == capped
     assert pipeline.main(["report", "--run", str(run), "--cache-dir", str(tmp_path)]) == 0
     html = " ".join((run / "report" / "report.html").read_text().split())
@@ -325,3 +329,43 @@ def test_every_sample_size_is_stated(report):
         assert rule in section.split("</p>")[0]
         assert "random order is the mean of 5 random orders of the graph" in section
         assert re.search(r"The \d+ of the \d+ features with any gain", section)
+
+
+def _legend_overlaps_axes(fig) -> bool:
+    fig.canvas.draw()
+    boxes = [legend.get_window_extent() for legend in fig.legends + [
+        ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]]
+    return any(box.overlaps(ax.get_window_extent()) for box in boxes for ax in fig.axes)
+
+
+def test_the_time_legend_covers_no_bar(trained_run):
+    """It sat inside the axes, over the longest (last) bar: layout:nlp:random's."""
+    record = json.loads((trained_run / "run.json").read_text())
+    fig = figures.stage_times(report_module.stage_seconds(record))
+    assert fig.legends and not _legend_overlaps_axes(fig)
+
+
+def test_the_round_axis_ends_where_the_curves_do():
+    """Curves ending by round 25 under a cap of 300 were squashed into a twelfth of the axis."""
+    history = [{"seed": s, "rounds": list(range(1, 26)), "score": [0.5] * 25,
+                "best_iteration": 19 + s, "graphs": 12} for s in range(3)]
+    fig = figures.metric_by_round(history, "top-5 score", "all 12 graphs", 300, [])
+    ax = fig.axes[0]
+    assert 25 <= ax.get_xlim()[1] < 30 and not _legend_overlaps_axes(fig)
+    cap = next(line for line in ax.get_lines() if "round cap" in line.get_label())
+    assert "n_estimators=300" in cap.get_label() and "beyond" in cap.get_label()
+    fig = figures.metric_by_round(history, "top-5 score", "all 12 graphs", 28, [1])
+    assert fig.axes[0].get_xlim()[1] >= 28                    # a cap in reach is drawn
+
+
+def test_the_tile_default_column_says_what_its_numbers_are(report):
+    """Tile 'compiler default first' scores of -37.6 or -292.9 beside a best of 1: each cell
+    gives the default's runtime over the fastest's, and the note says how the score follows."""
+    _, html, _ = report
+    section = html[html.index("<h2 id='tile:xla'>"):html.index("<h2 id='layout:")]
+    cells = re.findall(r"<td>(-?\d+\.\d+) <span class='note'>\(([\d.e+]+)&times; the fastest\)",
+                       section)
+    assert cells and all(float(ratio) == pytest.approx(2 - float(score), rel=2e-3, abs=2e-3)
+                         for score, ratio in cells)
+    assert "scored 2 - (its runtime / the fastest config's)" in " ".join(html.split())
+

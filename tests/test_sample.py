@@ -5,9 +5,9 @@ import re
 
 import numpy as np
 
-from features.io import list_npz
+from features.npz.find import list_npz
 from features.schema import COLLECTIONS, SPLITS
-from features.sample import ensure_sample, tiled_bytes
+from models.sample.generate import ensure_sample, tiled_bytes
 
 from .conftest import TINY
 

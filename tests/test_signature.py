@@ -6,8 +6,9 @@ import shutil
 import pytest
 
 from features import FeatureConfig
-from features.cache import FEATURES_DIR
-from features.signature import feature_signature, row_modules
+from features.cache.store import FEATURES_DIR
+from features.cache.signature import feature_signature, row_modules
+from models.training.runs import MODELS_DIR, run_code_digest
 
 
 @pytest.fixture
@@ -22,16 +23,17 @@ def _edit(path):
     path.write_text(path.read_text() + "\n# an edit\n")
 
 
-@pytest.mark.parametrize("module", ["feature_set.py", "node_files.py", "sample.py",
-                                    "synth_graph.py", "data.py", "cache.py", "__init__.py"])
+@pytest.mark.parametrize("module", ["rows/feature_set.py", "cache/entries.py",
+                                    "npz/source.py", "cache/store.py", "cache/build.py",
+                                    "__init__.py"])
 def test_editing_code_outside_the_row_code_keeps_the_signature(package, module):
     before = feature_signature(FeatureConfig(), package)
     _edit(package / module)
     assert feature_signature(FeatureConfig(), package) == before
 
 
-@pytest.mark.parametrize("module", ["kernels.py", "table.py", "io.py", "per_config.py",
-                                    "node_rows.py"])
+@pytest.mark.parametrize("module", ["rows/kernels.py", "rows/table.py", "npz/read.py",
+                                    "rows/per_config.py", "rows/node_rows.py", "schema.py"])
 def test_editing_the_row_code_changes_the_signature(package, module):
     before = feature_signature(FeatureConfig(), package)
     _edit(package / module)
@@ -45,8 +47,8 @@ def test_settings_change_the_signature():
 def test_imports_are_followed_transitively(package):
     """A module the row code starts importing (even through another module) joins the hash."""
     (package / "helper.py").write_text("SCALE = 2\n")
-    (package / "per_graph.py").write_text("from . import helper\n" +
-                                          (package / "per_graph.py").read_text())
+    per_graph = package / "graph" / "per_graph.py"
+    per_graph.write_text("from features import helper\n" + per_graph.read_text())
     assert "helper.py" in {p.name for p in row_modules(package)}
     before = feature_signature(FeatureConfig(), package)
     _edit(package / "helper.py")
@@ -54,7 +56,32 @@ def test_imports_are_followed_transitively(package):
 
 
 def test_a_name_imported_from_the_package_init_pulls_it_in(package):
-    (package / "rows.py").write_text("from . import build_entry\n" +
-                                     (package / "rows.py").read_text())
-    names = {p.name for p in row_modules(package)}
-    assert {"__init__.py", "data.py", "cache.py"} <= names
+    selection = package / "rows" / "selection.py"
+    selection.write_text("from features import build_entry\n" + selection.read_text())
+    names = {p.relative_to(package).as_posix() for p in row_modules(package)}
+    assert {"__init__.py", "npz/source.py", "cache/store.py"} <= names
+
+
+@pytest.fixture
+def models_package(tmp_path):
+    """A copy of the models package to edit."""
+    copy = tmp_path / "models"
+    shutil.copytree(MODELS_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+@pytest.mark.parametrize("module", ["metrics.py", "training/lgbm.py", "training/selection.py",
+                                    "cli/settings.py"])
+def test_editing_the_code_that_makes_a_run_changes_the_run_key(models_package, module):
+    """The early-stopping metric (metrics.py) and what train imports make a run."""
+    before = run_code_digest(models_package)
+    _edit(models_package / module)
+    assert run_code_digest(models_package) != before
+
+
+@pytest.mark.parametrize("module", ["reporting/report.py", "serving/submission.py",
+                                    "api/cost_model.py", "bench/run.py"])
+def test_editing_code_that_reads_runs_keeps_the_run_key(models_package, module):
+    before = run_code_digest(models_package)
+    _edit(models_package / module)
+    assert run_code_digest(models_package) == before

@@ -8,12 +8,15 @@ import numpy as np
 import pytest
 
 import pipeline
-from features.io import list_npz
-from models.api import CostModel, InvalidLayoutError, ReferenceCoverageWarning
+from features.npz.find import list_npz
+from models.api import (CostModel, DrawnReferenceWarning, InvalidLayoutError,
+                        ReferenceCoverageWarning)
+from models.api.reference import distinct
 from models.metrics import kendall_tau_b
-from models.tuning.refine import RefineParams, refine
+from models.api.node_effects import EffectsParams
+from models.api.refine import refine
 from models.reporting.figures import tuning_curves
-from models.tuning.simulate import random_best
+from models.evaluation.tune_sim import random_best
 
 GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
 
@@ -40,8 +43,9 @@ def test_updates_learn_a_runtime_the_prior_gets_backwards(trained_run, measured_
     truth = np.exp(prior - prior.min())          # slowest where the model says fastest
     seen = np.arange(configs.shape[0]) % 2 == 0
     assert _kendall(prior[~seen], truth[~seen]) < -0.9
-    n = model.update(**graph, node_config_feat=configs[seen], runtimes=truth[seen])
-    assert n == seen.sum()
+    result = model.update(**graph, node_config_feat=configs[seen], runtimes=truth[seen])
+    assert result.measurements == result.used == seen.sum()
+    assert result.learner == "node effects"
     after = model.rank(**graph, node_config_feat=configs[~seen]).scores
     assert _kendall(after, truth[~seen]) > 0.3
 
@@ -50,7 +54,7 @@ def test_a_few_measurements_leave_the_prior_alone(trained_run, measured_graph):
     graph, configs, runtime = measured_graph
     model = CostModel.load(trained_run)
     before = model.rank(**graph, node_config_feat=configs).scores
-    few = RefineParams().min_measurements - 1
+    few = EffectsParams().min_measurements - 1
     model.update(**graph, node_config_feat=configs[:few], runtimes=runtime[:few])
     np.testing.assert_array_equal(model.rank(**graph, node_config_feat=configs).scores, before)
 
@@ -85,7 +89,8 @@ def test_save_and_load_keep_what_was_learnt(trained_run, measured_graph, tmp_pat
     after = loaded.rank(**graph, node_config_feat=configs)
     np.testing.assert_array_equal(after.scores, before.scores)
     # The measurements came along: one more update continues from all 41, not from 1.
-    assert loaded.update(**graph, node_config_feat=configs[40:41], runtimes=runtime[40:41]) == 41
+    assert loaded.update(**graph, node_config_feat=configs[40:41],
+                         runtimes=runtime[40:41]).measurements == 41
     assert loaded.save(saved) == saved                 # a saved model may be replaced ...
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "keep.txt").write_text("mine")
@@ -175,6 +180,8 @@ def test_tune_sim_measures_three_searches_on_validation_graphs(trained, trained_
                                                                          "updated"]
 
 
+# first calls of 10 configs: the graphs' references are drawn, as they should be, and said
+@pytest.mark.filterwarnings("ignore::models.api.DrawnReferenceWarning")
 def test_measurements_survive_a_full_cache(trained_run, measured_graph):
     """Graphs with measurements are kept, and a new graph is not dropped the moment it comes."""
     graph, configs, runtime = measured_graph
@@ -182,8 +189,10 @@ def test_measurements_survive_a_full_cache(trained_run, measured_graph):
     other = {**graph, "node_feat": graph["node_feat"] * 1.5}
     model.update(**graph, node_config_feat=configs[:10], runtimes=runtime[:10])
     model.update(**other, node_config_feat=configs[:10], runtimes=runtime[:10])
-    assert model.update(**other, node_config_feat=configs[10:12], runtimes=runtime[10:12]) == 12
-    assert model.update(**graph, node_config_feat=configs[10:12], runtimes=runtime[10:12]) == 12
+    assert model.update(**other, node_config_feat=configs[10:12],
+                        runtimes=runtime[10:12]).measurements == 12
+    assert model.update(**graph, node_config_feat=configs[10:12],
+                        runtimes=runtime[10:12]).measurements == 12
 
 
 def test_invalid_references_and_measurements_are_refused(trained_run, measured_graph):
@@ -199,7 +208,54 @@ def test_invalid_references_and_measurements_are_refused(trained_run, measured_g
 
 def test_candidates_beyond_the_reference_are_warned_about(trained_run, measured_graph):
     graph, configs, _ = measured_graph
-    default = np.full((1,) + configs.shape[1:], -1, configs.dtype)   # sets no section at all
+    reference = configs[:60].copy()
+    reference[:, :, :6] = -1                        # never sets an output layout
+    assert distinct(reference) >= 20
     model = CostModel.load(trained_run)
-    with pytest.warns(ReferenceCoverageWarning):
-        model.rank(**graph, node_config_feat=configs[:10], reference=default)
+    with pytest.warns(ReferenceCoverageWarning, match="the 60 configs passed as reference="):
+        model.rank(**graph, node_config_feat=configs[:10], reference=reference)
+
+
+def test_a_tiny_first_call_gets_a_drawn_reference_whatever_came_first(trained_run,
+                                                                      measured_graph):
+    """A first call of one candidate used to become the graph's reference: that call scored 0
+    and later calls scored against one config, differently for each first candidate. Now the
+    graph gets layouts drawn from its own space, the same whichever call came first, and a
+    warning says so."""
+    graph, configs, _ = measured_graph
+    later = []
+    for first in (0, 5):
+        model = CostModel.load(trained_run)
+        with pytest.warns(DrawnReferenceWarning, match="first call brought 1 distinct config"):
+            alone = model.rank(**graph, node_config_feat=configs[[first]])
+        assert alone.scores[0] != 0
+        later.append(model.rank(**graph, node_config_feat=configs[:80]).scores)
+    np.testing.assert_array_equal(later[0], later[1])
+
+
+def test_too_small_a_reference_is_an_error_saying_what_to_pass(trained_run, measured_graph,
+                                                               tiny_npz):
+    graph, configs, _ = measured_graph
+    model = CostModel.load(trained_run)
+    with pytest.raises(ValueError, match="reference= holds 3 distinct config.*pass at least 20"):
+        model.rank(**graph, node_config_feat=configs[:50], reference=configs[:3])
+    with np.load(list_npz(tiny_npz, "tile:xla", "test")[0]) as z:
+        tile = {k: z[k] for k in ("node_feat", "node_opcode", "edge_index")}
+        tiles = z["config_feat"]
+    with pytest.raises(ValueError, match="first call .* holds 1 distinct config.*pass "
+                                         "reference= with at least 2 distinct candidate tiles"):
+        model.rank(**tile, config_feat=tiles[:1])
+    assert model.rank(**tile, config_feat=tiles[:1], reference=tiles).order.tolist() == [0]
+
+
+def test_update_says_what_became_of_the_measurements(trained_run, measured_graph):
+    graph, configs, runtime = measured_graph
+    model = CostModel.load(trained_run)
+    model.rank(**graph, node_config_feat=configs)
+    few = EffectsParams().min_measurements - 1
+    result = model.update(**graph, node_config_feat=configs[:few], runtimes=runtime[:few])
+    assert (result.measurements, result.used, result.weight) == (few, 0, 0.0)
+    assert result.learner == "none" and result.reason.startswith("set aside: fewer than")
+    result = model.update(**graph, node_config_feat=configs[few:40], runtimes=runtime[few:40])
+    assert (result.measurements, result.used, result.learner) == (40, 40, "node effects")
+    assert 0 < result.weight <= 1 and "weight" in result.reason

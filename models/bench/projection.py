@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 
 from features import FeatureConfig, uses_pool
-from features.per_config import STAT_CONFIGS
+from features.rows.per_config import STAT_CONFIGS
 from features.schema import collection_kind
 
 from models.training.lgbm import LAMBDARANK_DEFAULTS

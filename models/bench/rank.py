@@ -1,10 +1,10 @@
-"""`bench`'s ranking-API latency: one `CostModel.rank` call (models/api.py) on one core (every
+"""`bench`'s ranking-API latency: one `CostModel.rank` call (models/api/cost_model.py) on one core (every
 thread pinned to one CPU, Numba to one thread). Candidates of a generated layout graph draw each
 node's layout from `node_values` values of it, as in real files (a dev file's node takes a median
 of 50 distinct values in 1,000 configs); cold (the graph's tables built), warm (new candidates),
 and warm with fresh random draws (the worst case); and tile configs. Models: what a default
 `train` run holds (its seeds and their partners), all rounds. Targets per 1,000 layout
-candidates: warm <= 100 ms, cold <= 1 s. `real_file`
+candidates: warm <= 100 ms, cold <= 1 s; one tuner round <= 2 s. `real_file`
 (--rank-file): a real layout file's graph too, warm candidates drawn from its own values."""
 from __future__ import annotations
 
@@ -16,13 +16,18 @@ from pathlib import Path
 
 import numpy as np
 
-from features import FeatureConfig, sample, synth_graph
-from . import stages
-from features.candidates import candidate_rows, read_candidates
-from features.io import read_graph
+from features import FeatureConfig
+from models.sample import generate as sample
+from models.sample import synth_graph
+from models.bench import stages
+from models.api.candidates import candidate_rows, read_candidates
+from features.npz.read import read_graph
 from features.schema import collection_slug
 
 from models.api import CostModel
+from models.tuning.search import evolve
+from models.tuning.space import LayoutSpace
+from models.tuning.tuner import Bound, TuneSettings, reference_configs
 from models.training.run_files import first_seeds
 from models.training.runs import TrainConfig, fit_partners, fit_seeds
 
@@ -45,6 +50,7 @@ QUICK_RANK = RankSpec(nodes=400, config_nodes=60, candidates=200, train_configs=
                       tile_configs=200, tile_train_graphs=3, warm_calls=2, node_values=10)
 LAYOUT, TILE = "layout:xla:random", "tile:xla"
 GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
+TUNER_HISTORY = 48    # measurements a timed tuner round's update adds to (six rounds of 8)
 
 
 def _train(arrays: list[dict], collection: str, tmp: Path) -> list:
@@ -135,8 +141,29 @@ def rank_latency(spec: RankSpec) -> dict:
     tile_cold, tile_warm = [_cpu_timed(lambda: model.rank(**tile)) for _ in range(2)]
     return {"layout_cold": cold, "layout_warm": _median(warm), "layout_fresh": _median(fresh),
             "layout_warm_one_seed": one_seed, "layout_models": len(model.models[LAYOUT]),
+            "tuner_round": _tuner_round(model, layout, spec),
             "tile_cold": tile_cold, "tile_warm": tile_warm, "load_average": os.getloadavg(),
             "real": _real_latency(model, spec, rng) if spec.real_file else None}
+
+
+def _tuner_round(model: CostModel, layout: dict, spec: RankSpec) -> dict:
+    """(wall, CPU) seconds of one round of CostModel.tune's search on the layout graph, mid-search
+    (TUNER_HISTORY measurements learnt already): the evolution screened by the model, then the
+    update with the round's batch. The graph's state is built before (once per search)."""
+    s = TuneSettings()
+    rng = np.random.default_rng(spec.seed)
+    space = LayoutSpace.of_graph(**{k: layout[k] for k in GRAPH_KEYS[:4]})
+    bound = Bound(model, layout, reference_configs(space, s.reference, spec.seed), LAYOUT)
+    history = space.mutate(rng, space.random(rng, TUNER_HISTORY))
+    bound.learn(history, np.exp(rng.normal(0, 0.1, len(history))))
+
+    def one_round():
+        archive = evolve(space, bound.score, history[:s.search.population], rng, s.search)
+        picks = np.array(archive.configs)[archive.best(s.batch)]
+        bound.learn(picks, np.exp(rng.normal(0, 0.1, len(picks))))
+    times = [_cpu_timed(one_round) for _ in range(2)]
+    return {"time": _median(times), "proposals": s.search.proposals * s.search.generations,
+            "history": TUNER_HISTORY, "config_nodes": space.n_nodes}
 
 
 def _median(times: list[tuple[float, float]]) -> tuple[float, float]:
@@ -193,7 +220,15 @@ def format_rank_notes(notes: dict) -> list[str]:
             f"layout a fresh "
             f"random draw (worst case) {both('layout_fresh')}; {spec.tile_configs:,} tile "
             f"configs cold {both('tile_cold', 1e3)}, warm {both('tile_warm', 1e3)}; load "
-            f"average {notes['load_average'][0]:.1f}", *_real_lines(notes.get("real"))]
+            f"average {notes['load_average'][0]:.1f}", _tuner_line(notes["tuner_round"]),
+            *_real_lines(notes.get("real"))]
+
+
+def _tuner_line(t: dict) -> str:
+    wall, cpu = t["time"]
+    return (f"one tuner round (CostModel.tune) on that graph ({t['config_nodes']} configurable "
+            f"nodes): screening {t['proposals']:,} proposals on the model and an update after "
+            f"{t['history']} measurements, {wall:.2f} s (CPU {cpu:.2f}; target 2 s)")
 
 
 def _real_lines(real: dict | None) -> list[str]:

@@ -10,12 +10,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from features import FeatureConfig, build_entry
-from features.cache import write_atomically
-from features.candidates import read_candidates
+from features.cache.store import write_atomically
+from models.api.candidates import read_candidates
 
-from . import projection as pj
-from . import stages as st
-from .rank import QUICK_RANK, RankSpec, format_rank_notes, rank_notes
+from models.bench import projection as pj
+from models.bench import stages as st
+from models.bench.rank import QUICK_RANK, RankSpec, format_rank_notes, rank_notes
 
 BASELINE = "python + imports (baseline)"
 FLOOR = "floor: numpy.load node_config_feat"
@@ -84,7 +84,7 @@ def run_bench(cache_root: Path, spec: st.BenchSpec, *, workers: int = 2, repeat:
 def _warm_kernels(inputs: st.Inputs, cache: Path, log) -> float:
     """Build the few-configs file untimed, with default settings and with all configs (a
     memory-mapped int8 copy is another array type to Numba), so every kernel is in Numba's
-    on-disk cache before round 1: after an edit to features/kernels.py the first build
+    on-disk cache before round 1: after an edit to features/rows/kernels.py the first build
     compiles them (about 100 s), which would be billed to round 1. Round 1 clears `cache`."""
     log("  loading Numba's kernels, compiling any not cached (untimed) ...")
     return sum(st.measure(st.build_stage, inputs.few_configs_root, "layout:xla:random", cache, 1,

@@ -19,11 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from features import FeatureConfig, build_entry, load_entry, read_meta
-from features import sample, synth_graph
-from features.cache import writing
-from features.io import read_graph
-from features.table import graph_static
-from features.workers import process_pool
+from models.sample import generate as sample
+from models.sample import synth_graph
+from features.cache.store import writing
+from features.npz.read import read_graph
+from features.rows.table import graph_static
+from features.cache.workers import process_pool
 from models.training.runs import TrainConfig, train_collection
 
 LIBRARIES = ("numpy", "numba", "lightgbm", "xgboost", "polars")

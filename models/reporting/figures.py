@@ -8,6 +8,7 @@ import textwrap
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 MODEL, RANDOM, DEFAULT, FAIL = "#1f77b4", "#999999", "#ff7f0e", "#d62728"
 
@@ -112,18 +113,25 @@ def metric_by_round(history: list[dict], metric: str, scored_on: str, cap: int,
         score = np.array([np.nan if v is None else v for v in h["score"]], float)
         line, = ax.plot(h["rounds"], score, lw=1.5, label=f"seed {h['seed']}")
         ax.axvline(h["best_iteration"], color=line.get_color(), ls="--", lw=1)
-    ax.axvline(cap, color="black", ls=":", lw=1.5, label=f"round cap (n_estimators={cap})"
-               + (f": it, not early stopping, ended seed {', '.join(map(str, capped))}"
-                  if capped else ""))
+    end = max([r for h in history for r in h["rounds"]] + [h["best_iteration"] for h in history])
+    cap_text = f"round cap (n_estimators={cap})" + (
+        f": it, not early stopping, ended seed {', '.join(map(str, capped))}" if capped else "")
+    if cap <= 1.2 * end:
+        ax.axvline(cap, color="black", ls=":", lw=1.5, label=cap_text)
+        end = cap
+    else:   # the axis ends where the curves do; a line at a far cap would squash them
+        ax.plot([], [], " ", label=f"{cap_text}, beyond the last round shown ({end})")
+    ax.set_xlim(0, 1.03 * end + 0.5)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("boosting rounds (dashed: rounds the saved model keeps)")
     ax.set_ylabel(f"validation {metric}")
     ax.set_title(f"scored on {scored_on}", fontsize=9)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    fig.legend(fontsize=8, loc="outside lower center", ncol=len(history) + 1)
     return fig
 
 
-def stage_times(stages: dict[str, dict[str, float]]) -> bytes:
+def stage_times(stages: dict[str, dict[str, float]]) -> Figure:
     """Stacked horizontal bars: one bar per collection, one segment per stage."""
     collections = list(stages)[::-1]
     names = list(dict.fromkeys(s for c in collections for s in stages[c]))
@@ -137,7 +145,8 @@ def stage_times(stages: dict[str, dict[str, float]]) -> bytes:
     ax.set_yticks(np.arange(len(collections)), collections, fontsize=8)
     ax.set_xlabel("wall seconds")
     ax.grid(alpha=0.3, axis="x")
-    ax.legend(fontsize=8, ncol=3, loc="lower right")
+    # below the axes, not inside: inside, it covered the longest (bottom) bar
+    fig.legend(fontsize=8, ncol=min(len(names), 7), loc="outside lower center")
     return fig
 
 

@@ -22,11 +22,12 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
-from features.cache import atomic_dir
+from features.cache.store import atomic_dir
+from features.outputs import check_dir
 from features.schema import collection_kind, collection_slug
 
 from models.training import diagnostics
-from . import figures
+from models.reporting import figures
 from models import metrics
 from models.metrics import METRIC_NAME
 from models.serving.predict import read_run
@@ -46,7 +47,7 @@ class Section:
     diag: dict
     summary: dict
     params: dict            # the ranker's settings for this collection (run.json "params")
-    settings: dict          # the feature settings (run.json features.settings)
+    settings: dict          # the feature settings (run.json models.cli.settings)
 
     @property
     def kind(self) -> str:
@@ -137,7 +138,7 @@ def stage_seconds(record: dict) -> dict[str, dict[str, float]]:
 def write_report(run_dir: Path, out_dir: Path | None = None) -> Path:
     """Write report.html, its PNGs and report.json; returns the HTML file's path."""
     run_dir = Path(run_dir)
-    out_dir = Path(out_dir) if out_dir else run_dir / "report"
+    out_dir = check_dir(Path(out_dir) if out_dir else run_dir / "report", replaced=True)
     record = read_run(run_dir)
     sections = [gather(run_dir, c, record) for c in record["metrics"]]
     images = {"stage_times": figures.png(figures.stage_times(stage_seconds(record)))}
@@ -178,7 +179,7 @@ def _tune_sim(run_dir: Path) -> dict | None:
 def _tune_sim_html(tuning: dict | None, images: dict) -> str:
     if tuning is None:
         return ""
-    from models.tuning.simulate import format_table
+    from models.evaluation.tune_sim import format_table
     return "\n".join([
         "<h2>Autotuning simulation (tune-sim)</h2>", _img(images, "tune_sim"),
         f"<pre>{html.escape(format_table(tuning))}</pre>",
@@ -193,10 +194,7 @@ def render(run_dir: Path, record: dict, sections: list[Section], images: dict,
              f"{html.escape(run_dir.name)}</title><style>{CSS}</style></head><body>",
              f"<h1>Run {html.escape(run_dir.name)}</h1>", _run_facts(record),
              "<h2>Validation by collection</h2>", _summary_table(sections),
-             "<p class='note'>Compiler default first: layout, the configs that leave every "
-             "slot at the compiler's default first, then file order (plain file order where "
-             "a graph has no such config); tile, the default tile alone (runtime / normalizer "
-             "= 1). A graph fails when the model scores below either reference.</p>",
+             _default_note(record),
              "<h2>Where the time went</h2>", _img(images, "stage_times"),
              "<p class='note'>Feature builds are those of the cache entries this run used, "
              "possibly made by an earlier command.</p>"]
@@ -214,6 +212,27 @@ def _run_facts(record: dict) -> str:
             f"<br>final score (mean of collections): <b>{record['final']:.4f}</b></p>")
 
 
+def _default_note(record: dict) -> str:
+    sample = (" On the generated sample a tile file's normalizer is one random config's "
+              "runtime, so there the 'default' tile is a random config."
+              if record["features"].get("sample") else "")
+    return ("<p class='note'>Compiler default first: layout, the configs that leave every slot "
+            "at the compiler's default first, then file order (plain file order where a graph "
+            "has no such config); tile, the default tile picked alone (runtime / normalizer = "
+            "1: the normalizer is the default tile's runtime), scored 2 - (its runtime / the "
+            "fastest config's), so a default 40&times; slower than the fastest scores -38; "
+            f"tile cells give that ratio beside the score.{sample} A graph fails when the model "
+            "scores below either reference.</p>")
+
+
+def _default_cell(kind: str, x) -> str:
+    """A 'compiler default first' cell; tile's adds the default's runtime over the fastest's,
+    which its score (2 - that ratio) hides once the ratio is large (-292.9: 294.9x)."""
+    if kind != "tile" or x is None or not np.isfinite(x):
+        return _fmt(x)
+    return f"{_fmt(x)} <span class='note'>({2 - x:.3g}&times; the fastest)</span>"
+
+
 def _summary_table(sections: list[Section]) -> str:
     rows = ["<table><tr><th>collection</th><th>metric</th><th>graphs scored</th>"
             "<th>unscored</th><th>model</th><th>random order</th><th>compiler default first</th>"
@@ -225,7 +244,7 @@ def _summary_table(sections: list[Section]) -> str:
             f"<td>{METRIC_NAME[s.kind]}</td><td>{g.height}</td><td>{len(s.unscored)}</td>"
             f"<td>{_fmt(metrics.collection_score(g['model'].to_numpy()))}</td>"
             f"<td>{_fmt(metrics.collection_score(g['random'].to_numpy()))}</td>"
-            f"<td>{_fmt(metrics.collection_score(g['default_first'].to_numpy()))}</td>"
+            f"<td>{_default_cell(s.kind, _mean(g['default_first']))}</td>"
             f"<td>{int(g['failing'].sum())}</td><td>{s.summary['seconds']:.1f}</td></tr>")
     return "\n".join(rows + ["</table>"])
 
@@ -238,10 +257,11 @@ def _section_html(s: Section, images: dict) -> list[str]:
            f"{len(s.unscored)} unscored; {s.predictions.height:,} rows, {_rows_rule(s)}. "
            f"{int(g['failing'].sum())} failing; {_default_fact(s)}.</p>",
            _img(images, f"{key}-per_graph"), _per_graph_note(s),
-           _graph_table(g.head(WORST_ROWS), f"{min(g.height, WORST_ROWS)} worst of {g.height}")]
+           _graph_table(g.head(WORST_ROWS), f"{min(g.height, WORST_ROWS)} worst of {g.height}",
+                        s.kind)]
     if g.height > WORST_ROWS:
         out.append(f"<details><summary>all {g.height} scored graphs</summary>"
-                   f"{_graph_table(g, 'model worst first')}</details>")
+                   f"{_graph_table(g, 'model worst first', s.kind)}</details>")
     out.append(_unscored_html(s))
     notes = {"predicted_vs_measured": ("Best and worst validation graph",
                                        "Each point is one of the graph's validation configs."),
@@ -322,7 +342,7 @@ def _default_fact(s: Section) -> str:
     return f"{n} hold a compiler-default config among their validation rows"
 
 
-def _graph_table(g: pl.DataFrame, order: str) -> str:
+def _graph_table(g: pl.DataFrame, order: str, kind: str) -> str:
     rows = [f"<table><tr><th>#</th><th class='name'>graph ({order})</th><th>model</th>"
             "<th>random order</th><th>compiler default first</th><th>model - best reference</th>"
             "</tr>"]
@@ -330,9 +350,14 @@ def _graph_table(g: pl.DataFrame, order: str) -> str:
         margin = r["model"] - np.fmax(r["random"], r["default_first"])
         rows.append(f"<tr class='{'fail' if r['failing'] else ''}'><td>{r['number']}</td>"
                     f"<td class='name'>{html.escape(r['graph_id'])}</td><td>{_fmt(r['model'])}"
-                    f"</td><td>{_fmt(r['random'])}</td><td>{_fmt(r['default_first'])}</td>"
+                    f"</td><td>{_fmt(r['random'])}</td>"
+                    f"<td>{_default_cell(kind, r['default_first'])}</td>"
                     f"<td>{_fmt(margin)}</td></tr>")
     return "\n".join(rows + ["</table>"])
+
+
+def _mean(column: pl.Series) -> float:
+    return metrics.collection_score(column.to_numpy())
 
 
 def _img(images: dict, name: str) -> str:

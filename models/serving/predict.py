@@ -11,9 +11,8 @@ from pathlib import Path
 from features import DataSource, FeatureConfig, FeatureSet, feature_signature
 from features.schema import collection_slug
 
-from features.node_files import with_nodes
-from models.training.run_files import ensemble_scores, load_models, needs_nodes, read_run
-from .submission import SubmissionError, check_rows, to_rows
+from models.training.run_files import ensemble_scores, load_models, read_run
+from models.serving.submission import SubmissionError, check_rows, to_rows
 
 MAX_LISTED_RUNS = 3
 
@@ -114,16 +113,14 @@ def other_data(record: dict, c: str, source: DataSource) -> str:
 
 
 def submission_rows(choices: dict[str, RunChoice], test_sets: dict[str, FeatureSet],
-                    expected: dict[str, int], npz_root: Path) -> list[tuple[str, str]]:
-    """Rows for every test graph; checked against expected (ID -> configs in its file).
-    npz_root: the test files, which a run's node learners read their node rows from."""
+                    expected: dict[str, int]) -> list[tuple[str, str]]:
+    """Rows for every test graph (node rows, where a run's node learners score them, come with
+    the test rows from the build); checked against expected (ID -> configs in its file)."""
     rows = []
     for collection, data in test_sets.items():
         choice = choices[collection]
         data = data.without(choice.record["train_config"].get("without", ()))
         models = collection_models(choice.run_dir, collection)
-        if needs_nodes(models):
-            data = with_nodes(data, npz_root, "test", choice.feature_config.seed)
         rows += to_rows(collection, data.graph_ids, data.config_idx,
                         ensemble_scores(models, data), data.ptr)
     check_rows(rows, expected)

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from features import DataSource
-from features.cache import write_atomically, writing
-from features.io import collection_dir, list_npz
-from features.feature_set import graph_slices
+from features.cache.store import write_atomically, writing
+from features.npz.find import collection_dir, list_npz
+from features.rows.feature_set import graph_slices
 from features.schema import is_tile
 
 from models.metrics import TILE_TOP_K, predicted_order
@@ -49,6 +49,18 @@ def files_to_score(source: DataSource) -> dict[str, list[Path]]:
         _match_sample_submission(source.sample_submission,
                                  {f"{c}:{f.stem}" for c, fs in files.items() for f in fs})
     return files
+
+
+def expected_configs(files: dict[str, list[Path]], test_sets: dict) -> dict[str, int]:
+    """ID -> configs in its file, as the build counted them (a FeatureSet's meta
+    'file_configs'), for every test file listed: a file the rows lack is an error here."""
+    counts = {f"{c}:{gid}": n for c, data in test_sets.items()
+              for gid, n in zip(data.graph_ids, data.meta["file_configs"])}
+    missing = [f for c, fs in files.items() for f in fs if f"{c}:{f.stem}" not in counts]
+    if missing:
+        raise SubmissionError(f"{missing[0]}: no feature rows for this test file "
+                              f"({len(missing)} such file(s))")
+    return {f"{c}:{f.stem}": counts[f"{c}:{f.stem}"] for c, fs in files.items() for f in fs}
 
 
 def _match_sample_submission(path: Path, ids: set[str]) -> None:

@@ -2,8 +2,8 @@
 the run directory a training writes. Scores mean higher = predicted faster."""
 from __future__ import annotations
 
-from .lgbm import LAMBDARANK_DEFAULTS, REGRESSION_DEFAULTS, LambdaRank, Regression
-from .xgb import XGBOOST_DEFAULTS, XGBoostRank
+from models.training.lgbm import LAMBDARANK_DEFAULTS, REGRESSION_DEFAULTS, LambdaRank, Regression
+from models.training.xgb import XGBOOST_DEFAULTS, XGBoostRank
 
 # name -> (class, default params per collection kind); the CLI's --ranker choices come from here.
 RANKERS = {

@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from features import FeatureSet
-from features.feature_set import graph_slices, map_graphs
+from features.rows.feature_set import graph_slices, map_graphs
 
 MAX_LGBM_GROUP = 10_000  # LightGBM's lambdarank refuses larger query groups
 

@@ -21,9 +21,9 @@ import xgboost.dask as dxgb
 
 from features import FeatureSet
 
-from .base import qid_from_ptr
-from .lgbm import LambdaRank, safe_names
-from .xgb import XGBoostRank
+from models.training.base import qid_from_ptr
+from models.training.lgbm import LambdaRank, safe_names
+from models.training.xgb import XGBoostRank
 
 
 def cluster_fit(client):

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from features import FeatureSet
-from features.feature_set import graph_slices
+from features.rows.feature_set import graph_slices
 from features.schema import is_tile
 
 from models import metrics

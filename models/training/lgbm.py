@@ -17,13 +17,13 @@ import lightgbm as lgb
 import numpy as np
 
 from features import FeatureSet
-from features.settings import at_least, fractions, positive
+from models.cli.settings import at_least, fractions, positive
 
 from models import metrics
-from .progress import lightgbm_callback, rounds_bar
-from .row_order import rows_in_order
-from .base import (MAX_LGBM_GROUP, read_params, round_grid, runtime_to_grade, split_groups,
-                   standardized_log_runtime, write_params)
+from models.training.progress import lightgbm_callback, rounds_bar
+from models.training.row_order import rows_in_order
+from models.training.base import (MAX_LGBM_GROUP, read_params, round_grid, runtime_to_grade,
+                                  split_groups, standardized_log_runtime, write_params)
 
 
 @dataclass(frozen=True)

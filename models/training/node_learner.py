@@ -1,4 +1,4 @@
-"""The node learner: LightGBM scores node rows (features/node_rows.py), a config scores the sum
+"""The node learner: LightGBM scores node rows (features/rows/node_rows.py), a config scores the sum
 of its nodes' row scores (higher = predicted faster).
 
 Its loss is the within-graph squared error of the config sums against standardised log runtime
@@ -17,18 +17,16 @@ import numpy as np
 from numba import njit, prange
 
 from features import FeatureSet
-from features.feature_set import graph_slices
-from features.node_rows import NodeRows, NodeSet, sample_configs, stack
-from features.settings import at_least, fractions, positive
+from features.rows.feature_set import graph_slices
+from features.rows.node_rows import (NODE_ROW_COLLECTIONS, NodeRows, NodeSet, sample_configs,
+                                     stack)
+from models.cli.settings import at_least, fractions, positive
 
-from .base import read_params, standardized_log_runtime, write_params
+from models.training.base import read_params, standardized_log_runtime, write_params
 
 
-# The collections a run gives a node learner. A genetic search revisits a node's few good layouts,
-# so a default-collection graph of 200 configs makes ~1,000 node rows (xla 35,000 over 30
-# graphs); a random search makes ~1.2-1.4 million over the same graphs, 40 times the training,
-# and with 50 configs per graph it lowered nlp random's family CV (models/records/README.md).
-NODE_COLLECTIONS = ("layout:xla:default", "layout:nlp:default")
+# The collections a run gives a node learner: those whose builds make node rows (see there why)
+NODE_COLLECTIONS = NODE_ROW_COLLECTIONS
 
 
 @dataclass(frozen=True)
@@ -172,6 +170,6 @@ class RowScores:
 
 def _nodes_of(data: FeatureSet) -> tuple:
     if data.nodes is None:
-        raise ValueError(f"{data.collection}: the node learner needs node rows "
-                         f"(features.node_files.with_nodes)")
+        raise ValueError(f"{data.collection}: the node learner needs node rows (built with "
+                         f"'full' rows of features.rows.node_rows.NODE_ROW_COLLECTIONS)")
     return data.nodes

@@ -15,16 +15,16 @@ from pathlib import Path
 import numpy as np
 
 from features import FeatureSet
-from features.cache import DamagedCacheError
-from features.integrity import verify
+from features.cache.store import DamagedCacheError
+from features.cache.integrity import verify
 from features.schema import collection_slug
 
 from models.metrics import METRIC_NAME
 
-from . import RANKERS
-from .base import normalize_per_graph
-from .lgbm import RegressionPartner
-from .node_learner import NodeModel
+from models.training import RANKERS
+from models.training.base import normalize_per_graph
+from models.training.lgbm import RegressionPartner
+from models.training.node_learner import NodeModel
 
 # A seed's partner, by the directory its model is saved in (<kind>-<seed>)
 PARTNER_KINDS = {"node": NodeModel, "regression": RegressionPartner}

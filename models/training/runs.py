@@ -20,24 +20,24 @@ import numpy as np
 import xgboost
 
 from features import FeatureConfig, FeatureSet, load_entry
-from features.feature_set import FEATURE_FAMILIES
-from features.cache import atomic_dir, fingerprint, source_digest
-from features.integrity import file_sum
-from features.io import collection_dir
-from features.node_files import with_nodes
-from features.settings import at_least
+from features.rows.feature_set import FEATURE_FAMILIES
+from features.cache.signature import code_digest, imported_modules
+from features.cache.store import atomic_dir, fingerprint
+from features.cache.integrity import file_sum
+from features.npz.find import collection_dir
+from models.cli.settings import at_least
 
 from features.schema import collection_kind, collection_slug
 
-from . import RANKERS, diagnostics
+from models.training import RANKERS, diagnostics
 from models import metrics
-from .base import apply_overrides
-from .lgbm import REGRESSION_DEFAULTS, RegressionParams, RegressionPartner
-from .node_learner import NODE_COLLECTIONS, NodeModel, NodeParams
-from .run_files import mean_normalized, partner_kind
-from .selection import family_folds, fit_family_stopped
+from models.training.base import apply_overrides
+from models.training.lgbm import REGRESSION_DEFAULTS, RegressionParams, RegressionPartner
+from models.training.node_learner import NODE_COLLECTIONS, NodeModel, NodeParams
+from models.training.run_files import mean_normalized, partner_kind
+from models.training.selection import family_folds, fit_family_stopped
 
-MODELS_DIR = Path(__file__).resolve().parent
+MODELS_DIR = Path(__file__).resolve().parents[1]
 N_RANDOM_ORDERS = 5
 # Ranker parameters a run sets itself, so an override of them would be ignored: -> the option.
 RUN_SET_PARAMS = {"seed": "--seed"}
@@ -252,14 +252,11 @@ def loaded(split: Split, columns: tuple[str, ...] | None = None) -> FeatureSet:
     return split if isinstance(split, FeatureSet) else load_entry(split, columns)
 
 
-def rows_of(split: Split, name: str, cfg: TrainConfig,
-            node_source: tuple[Path, int] | None) -> FeatureSet:
-    """A split's rows without cfg.without's families, with their node rows where the
-    collection has a node learner and node_source (node_files_of) says where to read them."""
+def rows_of(split: Split, cfg: TrainConfig) -> FeatureSet:
+    """A split's rows without cfg.without's families; their node rows (built with them on
+    NODE_ROW_COLLECTIONS beside 'full' rows) kept only where the collection has a node learner."""
     data = loaded(split).without(cfg.without)
-    if node_source is None or cfg.node_params(data.collection) is None:
-        return data
-    return with_nodes(data, node_source[0], name, node_source[1])
+    return data if cfg.node_params(data.collection) is not None else replace(data, nodes=None)
 
 
 def usable(valid: FeatureSet) -> bool:
@@ -291,14 +288,13 @@ def check_splits(cfg: TrainConfig, data: dict, data_root: str | None) -> list[st
 
 def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path,
                      is_default: np.ndarray | None = None, fit_final=None,
-                     log=print, node_source: tuple[Path, int] | None = None) -> CollectionResult:
+                     log=print) -> CollectionResult:
     """is_default: (valid rows,) bool, the row's config is the compiler default (for the report).
     fit_final: see selection.fit_family_stopped. An entry is loaded here, the valid rows only
-    once the train rows are let go: one matrix is held at a time. node_source: (npz root,
-    FeatureConfig.seed) the node learner reads its graphs' files with (none: no node learner)."""
+    once the train rows are let go: one matrix is held at a time."""
     start, clock = time.perf_counter(), diagnostics.Stopwatch()
     with clock("load"):
-        train = rows_of(train, "train", cfg, node_source)
+        train = rows_of(train, cfg)
     partner = ("a node learner" if train.nodes is not None else
                "a regression" if cfg.regression_partner(train.collection) else None)
     log(f"training {cfg.ranker} on {train.collection}: {train.n_graphs} graphs, "
@@ -312,7 +308,7 @@ def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path
     columns, cv_ids = train.columns, train.graph_ids
     del train
     with clock("load"):
-        valid = rows_of(valid, "valid", cfg, node_source)
+        valid = rows_of(valid, cfg)
     with clock("validate"):
         for i, m in enumerate(models):
             m.save(out_dir / f"seed-{i}")
@@ -343,6 +339,13 @@ def validate(models: list, partners: list, valid: FeatureSet):
             np.array(per_seed).reshape(len(models), -1), alone)
 
 
+def run_code_digest(models_dir: Path = MODELS_DIR) -> str:
+    """The code that makes a run: this module and every module of models/ it imports,
+    transitively (training, metrics, settings); the feature code is the feature signature's."""
+    return code_digest(imported_modules([models_dir / "training" / "runs.py"], models_dir),
+                       models_dir)
+
+
 def run_key(cfg: TrainConfig, feature_keys: dict, cluster: dict | None = None) -> str:
     params = {c: asdict(cfg.params_for(c)) for c in feature_keys}
     nodes = {c: asdict(p) for c in feature_keys if (p := cfg.node_params(c)) is not None}
@@ -353,7 +356,7 @@ def run_key(cfg: TrainConfig, feature_keys: dict, cluster: dict | None = None) -
     where = {"cluster": cluster} if cluster else {}
     return fingerprint(ranker=cfg.ranker, seeds=cfg.seeds, seed=cfg.seed, folds=cfg.folds,
                        params=params, features=feature_keys, without=sorted(cfg.without),
-                       code=source_digest(MODELS_DIR), **where,
+                       code=run_code_digest(), **where,
                        **({"node_learner": nodes} if nodes else {}),
                        **({"regression_partner": partners} if partners else {}))
 
@@ -376,11 +379,10 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
     keys = {c: {"train": t.get("key"), "valid": v.get("key")} for c, (t, v) in metas.items()}
     fit_final, cluster = None, None
     if client is not None:
-        from .dask_train import cluster_fit   # imports dask: only runs given a cluster need it
+        from models.training.dask_train import cluster_fit
         fit_final = cluster_fit(client)
         cluster = {"workers": len(client.scheduler_info()["workers"])}
     run_dir = Path(runs_root) / f"{cfg.ranker}-{run_key(cfg, keys, cluster)}"
-    node_source = node_files_of(feature_info)
     # Equal settings make the same run: one trained meanwhile by another command is replaced.
     with atomic_dir(run_dir, "the trained run") as tmp:
         results = {}
@@ -388,7 +390,7 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
             results[collection] = train_collection(cfg, train, valid,
                                                    tmp / collection_slug(collection),
                                                    (default_rows or {}).get(collection),
-                                                   fit_final, log, node_source)
+                                                   fit_final, log)
         record = _run_record(cfg, results, keys, {**feature_info,
                                                   "build_seconds": _build_seconds(metas)},
                              warnings)
@@ -398,16 +400,6 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
                            for f in sorted(tmp.rglob("*")) if f.is_file()}
         (tmp / "run.json").write_text(json.dumps(record, indent=1))
     return run_dir, record
-
-
-def node_files_of(feature_info: dict) -> tuple[Path, int] | None:
-    """(npz root, feature seed) the node learners read their graphs with: the files the run's
-    rows were built from, and only beside 'full' rows, whose reference they share
-    (graph_state.Scorer); None: no node learner."""
-    settings = feature_info.get("settings", {})
-    if not feature_info.get("data") or settings.get("feature_set") != "full":
-        return None
-    return Path(feature_info["data"]), settings.get("seed", 0)
 
 
 def retrain_command(cfg: TrainConfig, collections: list[str], runs_root: Path,

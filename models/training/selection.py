@@ -16,7 +16,7 @@ import numpy as np
 
 from features import FeatureSet
 
-from .row_order import rows_in_order
+from models.training.row_order import rows_in_order
 
 # Tile kernels are named <program>_<signed 64-bit hex fingerprint>; the program is the unit.
 _KERNEL_HASH = re.compile(r"_-?[0-9a-f]{8,16}$")

@@ -14,11 +14,12 @@ import numpy as np
 import xgboost as xgb
 
 from features import FeatureSet
-from features.settings import at_least, fractions, positive
+from models.cli.settings import at_least, fractions, positive
 
 from models import metrics
-from .progress import XGBoostProgress, rounds_bar
-from .base import qid_from_ptr, read_params, round_grid, within_graph_rank, write_params
+from models.training.progress import XGBoostProgress, rounds_bar
+from models.training.base import (qid_from_ptr, read_params, round_grid, within_graph_rank,
+                                  write_params)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,2 @@
+"""Graph arrays -> per-graph tables: operand roles and layout chains, opcode histograms and
+configurable-node statistics that no config changes."""

@@ -1,0 +1,72 @@
+"""Checks on candidates that the file format alone lets through: layouts that no compiler could
+take, and a graph's family (xla vs nlp) as its opcodes suggest.
+
+A layout slot group (node_config_feat's output / input / kernel six slots, format section 3.2) is
+either all -1 (the compiler chooses) or the minor-to-major order of its tensor: a permutation of
+0..r-1 in the first r slots, the rest -1, for the tensor's rank r. Every config of every dev file
+(train and valid, all four layout collections) is such a layout. Ranks come from node_feat
+(shape_dimensions): the output group's from the node itself; the input and kernel groups' from
+the node's operands, which the files give by shape only (operand order is not kept), so any
+operand's rank is accepted. The rules themselves live in models/tuning/space.py (the search
+proposes by them too); this module applies them to candidates and says what is wrong.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from features.graph.roles import CONV, DOT
+from features.npz.graph import DataFormatError, Graph
+from models.tuning import space
+from models.tuning.space import GROUP_SLOTS, LAYOUT_GROUPS, group_lengths
+
+# Convolutions among a graph's conv and dot nodes at or above this share: a convolutional
+# (xla-like) graph. Dev files: 0.354 and up for every xla graph (ConvNeXt lowest), 0 for every
+# nlp one; a vision transformer's single patch-embedding conv among ~100 dots stays far below.
+CONV_SHARE_XLA = 0.1
+
+
+class InvalidLayoutError(DataFormatError):
+    """A candidate holds a layout slot group that is neither all -1 nor a permutation of its
+    tensor's dimensions; the message names the candidate, the node and the group."""
+
+
+def allowed_ranks(g: Graph) -> np.ndarray:
+    """(nc, 3) bit masks of the ranks each slot group may take (models.tuning.space)."""
+    return space.allowed_ranks(g.node_feat, g.edge_index, g.node_config_ids)
+
+
+def invalid_candidates(g: Graph) -> np.ndarray:
+    """(c,) bool: the candidates holding a slot group that is not a layout of its tensor."""
+    return space.invalid_configs(g.node_config_feat, allowed_ranks(g))
+
+
+def refuse_invalid(g: Graph, invalid: np.ndarray) -> None:
+    """InvalidLayoutError naming the first invalid candidate, its node and slot group."""
+    bad = np.flatnonzero(invalid)
+    if not bad.size:
+        return
+    i = int(bad[0])
+    lengths = group_lengths(g.node_config_feat[i:i + 1])[0]
+    allowed = allowed_ranks(g)
+    k, group = map(int, np.argwhere(((allowed >> lengths) & 1) == 0)[0])
+    lo = GROUP_SLOTS * group
+    values = g.node_config_feat[i, k, lo:lo + GROUP_SLOTS].tolist()
+    rank_list = [r for r in range(1, GROUP_SLOTS + 1) if allowed[k, group] >> r & 1]
+    tensor = "the node's" if group == 0 else "one of the node's operands'"
+    raise InvalidLayoutError(
+        f"{g.path}: key 'node_config_feat': candidate {i}, node {int(g.node_config_ids[k])} "
+        f"(node_config_ids[{k}]), {LAYOUT_GROUPS[group]} layout (slots {lo}..{lo + 5}) is "
+        f"{values}: expected all -1 or a permutation of the tensor's dimensions "
+        f"({tensor} rank: {' or '.join(map(str, rank_list)) or 'a scalar, no dimensions'}) "
+        f"in its first slots, the rest -1; {bad.size} of {invalid.size} candidates are "
+        f"invalid (first {bad[:10].tolist()}); invalid='score' ranks them last instead")
+
+
+def graph_family(node_opcode: np.ndarray) -> str | None:
+    """'xla' for a convolutional graph, 'nlp' for one of dots (a transformer), None for a graph
+    with neither: by the share of convolutions among its conv and dot nodes."""
+    n_conv = int(np.count_nonzero(node_opcode == CONV))
+    n_dot = int(np.count_nonzero(node_opcode == DOT))
+    if n_conv + n_dot == 0:
+        return None
+    return "xla" if n_conv >= CONV_SHARE_XLA * (n_conv + n_dot) else "nlp"

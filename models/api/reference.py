@@ -1,0 +1,98 @@
+"""How many configs a graph's reference needs, and the one drawn when a first call brings fewer.
+
+The reference fixes a graph's within-graph statistics and each seed model's scale (min-max over
+its configs; graph_state.py). Taken from a first call of one candidate, it scored that call's
+candidate 0 and every later config of the graph against one config: a later call of 1,000
+candidates ranked at Kendall 0.655 where a proper reference gave 0.810 (issue 41). So a layout
+graph whose first call brings too few distinct configs gets a reference drawn from its own
+layout space instead: valid random layouts, the same for every such graph (a fixed seed), so
+its scores do not depend on which call came first. Tile configs have no space to draw from:
+too few is an error saying what to pass.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from features import Graph
+from features.schema import is_tile
+from models.tuning.tuner import reference_configs
+from models.tuning.space import (ANY_RANK, GROUP_SLOTS, PERM_COUNT, LayoutSpace,
+                                 allowed_ranks)
+
+MIN_LAYOUT = 20      # distinct configs a layout reference needs (fewer if the space has fewer)
+MIN_TILE = 2         # a tile graph's candidates may be all it has: two at least, for a scale
+DRAWN = 200          # configs of a drawn reference: as many as the tuner's (TuneSettings)
+SEED = 0
+
+
+class DrawnReferenceWarning(UserWarning):
+    """A graph's first call had too few configs to be its reference; one was drawn instead."""
+
+
+def distinct(configs: np.ndarray) -> int:
+    return int(np.unique(np.asarray(configs).reshape(len(configs), -1), axis=0).shape[0])
+
+
+def shortfall(g: Graph, configs: np.ndarray) -> int:
+    """How many distinct configs a reference of g needs, if `configs` are too few; else 0."""
+    n = distinct(configs)
+    need = MIN_TILE if is_tile(g.collection) else MIN_LAYOUT
+    if n >= need:
+        return 0
+    if not is_tile(g.collection):
+        need = min(need, _space_size(space_of(g), need))   # a tiny space cannot give more
+    return need if n < need else 0
+
+
+def space_of(g: Graph) -> LayoutSpace:
+    """The tuner's layout space of g, widened to every group a valid config may set (the tuner
+    leaves e.g. a dot's kernel group to the compiler; candidates set it): a reference drawn
+    from it covers every section candidates can set, so its tables expect them all."""
+    searched = LayoutSpace.of_graph(g.node_feat, g.node_opcode, g.edge_index, g.node_config_ids)
+    allowed = allowed_ranks(g.node_feat, g.edge_index, g.node_config_ids).astype(np.int64)
+    widest = np.zeros_like(searched.ranks)
+    for rank in range(1, GROUP_SLOTS + 1):   # the largest rank each group may take
+        widest[(allowed >> rank) & 1 == 1] = rank
+    widest[allowed == ANY_RANK] = 0          # no operand known: no rank to draw
+    return LayoutSpace(np.where(searched.ranks > 0, searched.ranks, widest), searched.settings)
+
+
+def _space_size(space: LayoutSpace, cap: int) -> int:
+    """Distinct configs of the space (each searched group unset or a permutation), up to cap."""
+    size = 1
+    for rank in space.ranks[space.ranks > 0]:
+        size *= int(PERM_COUNT[rank]) + 1
+        if size >= cap:
+            return cap
+    return size
+
+
+def drawn(g: Graph) -> np.ndarray:
+    """(DRAWN, nc, 18) valid layouts of g's layout space, one of them setting every group (so
+    the graph's tables cover what a search varies): random ones for a 'random' collection's
+    model; for a 'default' one, the tuner's mix around the compiler default, the configs that
+    model was trained on (random ones put a dev-like nlp:default graph at 0.136 from 0.239)."""
+    space = space_of(g)
+    if g.collection.endswith(":default"):
+        return reference_configs(space, DRAWN, SEED)
+    rng = np.random.default_rng(SEED)
+    return np.concatenate([space.random(rng, DRAWN - 1), space.covering(rng)])
+
+
+def drawn_message(g: Graph, n: int, need: int) -> str:
+    kind = ("around the compiler default, as a 'default' collection's search"
+            if g.collection.endswith(":default") else "random")
+    return (f"{g.graph_id}: the graph's first call brought {n} distinct config(s), too few to "
+            f"fix its statistics and scale (it needs {need}); its reference is {DRAWN} valid "
+            f"layouts of its own layout space instead ({kind}; seed {SEED}, the same whichever "
+            f"call comes first). Pass reference= (a uniform sample of your search space) to "
+            f"choose it")
+
+
+def too_few_message(g: Graph, n: int, need: int, given: bool) -> str:
+    what = "reference=" if given else "the graph's first call (its default reference)"
+    hint = (f"pass reference= with at least {need} distinct candidate tiles of the graph (all "
+            f"of them, if it has few)" if is_tile(g.collection) else
+            f"pass at least {need} (a uniform sample of your search space), or leave "
+            f"reference= out to have one drawn from the graph's layout space")
+    return f"{g.graph_id}: {what} holds {n} distinct config(s), too few to be its reference; {hint}"

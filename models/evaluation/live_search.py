@@ -1,0 +1,149 @@
+"""A live search against the stand-in hardware (hardware.py): CostModel.tune itself on the dev
+valid layout graphs, with configs no file holds, "measured" by a model fitted on every dev graph
+(the valid ones included) with 1% noise. THE STAND-IN IS NOT A TPU: its numbers show that the
+search and its learning work, not how well they would do on hardware.
+
+Three searches per graph and seed, the same budget and noise stream:
+- updated: CostModel.tune as a user calls it (the model learns from every batch),
+- frozen:  CostModel.tune(learn=False),
+- blind:   the same evolution scored at random (no model: measurements alone steer it).
+Each search's returned best is judged by the stand-in's noiseless runtime over the default's;
+a family's figure is the geometric mean over its graphs (CNN = layout:xla, transformer =
+layout:nlp), per seed and over seeds.
+
+    python -m models.evaluation.live_search --run RUN --hardware HW_RUN \
+        --data-dir ../shared/tpugraphs_dev --budget 100 --seeds 0 1 2 --out FILE.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from features.npz.find import list_npz, resolve_npz_root
+from models.api import CostModel
+from models.evaluation.hardware import Hardware
+from models.tuning.space import LayoutSpace
+from models.tuning.tuner import Blind, TuneSettings, tune
+
+SEARCHES = ("updated", "frozen", "blind")
+COLLECTIONS = ("layout:xla:default", "layout:nlp:default")
+FAMILY = {"layout:xla:default": "CNN (xla)", "layout:nlp:default": "transformer (nlp)"}
+
+
+def fresh(model: CostModel) -> CostModel:
+    """The same trained models with nothing learnt: every search starts from the run."""
+    return CostModel(model.models, model.settings, without=model.without, source=model.source)
+
+
+def one_search(model: CostModel, hw: Hardware, search: str, budget: int, seed: int,
+               collection: str, settings: TuneSettings, stream: int = 0):
+    """The search's TuneResult; its noise drawn from (seed, stream): the same for all three."""
+    rng = np.random.default_rng([seed, stream])
+    measure = lambda configs: hw.measure(configs, rng)   # noqa: E731
+    if search == "blind":
+        space = LayoutSpace.of_graph(hw.graph["node_feat"], hw.graph["node_opcode"],
+                                     hw.graph["edge_index"], hw.graph["node_config_ids"],
+                                     settings.space)
+        return tune(measure, space, Blind(seed), budget, seed=seed, settings=settings)
+    return fresh(model).tune(measure, budget=budget, **hw.graph, collection=collection,
+                             seed=seed, settings=settings, learn=search == "updated")
+
+
+def graph_results(model, hw_run, path, collection, budget, seeds, settings) -> dict:
+    hw = Hardware.load(hw_run, path)
+    out = {"graph": path.stem, "nodes": int(hw.graph["node_config_ids"].size)}
+    for search in SEARCHES:
+        ratios, measured = [], []
+        for seed in seeds:
+            r = one_search(model, hw, search, budget, seed, collection, settings,
+                           zlib.crc32(path.stem.encode()))
+            ratios.append(float(hw.runtime(r.best[None])[0] / hw.default_runtime))
+            measured.append(int(len(r.runtimes)))
+        out[search] = ratios
+        out[f"{search}_measured"] = measured
+    return out
+
+
+def geomean(values) -> float:
+    return float(np.exp(np.mean(np.log(values))))
+
+
+def summarise(graphs: list[dict], seeds) -> dict:
+    """Per search: the geometric mean over graphs of best / default, per seed and overall, and
+    how many returned bests are slower than the default."""
+    out = {}
+    for search in SEARCHES:
+        per_seed = [geomean([g[search][i] for g in graphs]) for i in range(len(seeds))]
+        out[search] = {"geomean": geomean([v for g in graphs for v in g[search]]),
+                       "per_seed": per_seed,
+                       "slower_than_default": sum(v > 1 for g in graphs for v in g[search])}
+    return out
+
+
+def run(args) -> dict:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # FamilyMismatch etc.: the collection is named
+        model = CostModel.load(args.run, seeds=args.model_seeds)
+    root = resolve_npz_root(args.data_dir)
+    settings = TuneSettings()
+    result = {"stand_in": "a cost model fitted on every dev graph, the valid ones included, with "
+                          "1% noise: NOT a TPU; the search works, not how well on hardware",
+              "run": str(args.run), "hardware": str(args.hardware), "budget": args.budget,
+              "seeds": list(args.seeds), "model_seeds": args.model_seeds, "families": {}}
+    for collection in COLLECTIONS:
+        files = list_npz(root, collection, "valid")[:args.max_graphs or None]
+        start, graphs = time.perf_counter(), []
+        for f in files:
+            graphs.append(graph_results(model, args.hardware, f, collection, args.budget,
+                                        args.seeds, settings))
+            print(f"{collection} {f.stem}: " + ", ".join(
+                f"{s} {geomean(graphs[-1][s]):.3f}" for s in SEARCHES), flush=True)
+        result["families"][FAMILY[collection]] = {
+            "collection": collection, "graphs": graphs,
+            "seconds": round(time.perf_counter() - start), **summarise(graphs, args.seeds)}
+    return result
+
+
+def format_table(result: dict) -> str:
+    lines = [f"best found / compiler default, stand-in runtime, after {result['budget']} "
+             f"measurements (geometric mean over graphs; seeds {result['seeds']}); "
+             f"THE STAND-IN IS A MODEL, NOT A TPU",
+             f"{'family':<20} {'search':<8} {'geomean':>8}  per seed{'':<16} slower than default"]
+    for family, f in result["families"].items():
+        for i, s in enumerate(SEARCHES):
+            label = f"{family} ({len(f['graphs'])})" if i == 0 else ""
+            seeds = " ".join(f"{v:.3f}" for v in f[s]["per_seed"])
+            lines.append(f"{label:<20} {s:<8} {f[s]['geomean']:>8.3f}  {seeds:<24} "
+                         f"{f[s]['slower_than_default']}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m models.evaluation.live_search",
+                                description=__doc__.splitlines()[0])
+    p.add_argument("--run", type=Path, required=True, help="the tuner's trained run")
+    p.add_argument("--hardware", type=Path, required=True,
+                   help="the stand-in's run (hardware.py: trained on train + valid)")
+    p.add_argument("--data-dir", required=True, help="the dev TpuGraphs tree")
+    p.add_argument("--budget", type=int, default=100)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--model-seeds", type=int, help="the run's first N seed models only")
+    p.add_argument("--max-graphs", type=int, default=0, help="per family (0: all)")
+    p.add_argument("--out", type=Path, help="write the result as JSON")
+    args = p.parse_args(argv)
+    result = run(args)
+    print(format_table(result))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

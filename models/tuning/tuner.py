@@ -1,0 +1,274 @@
+"""The measure / learn / search loop of a tuner: from the compiler default, rounds of evolution
+screened by the model, a batch measured, the model taught; at the end the best few measured again.
+
+The model is any object with `score(configs) -> (scores, spread)` (higher = predicted faster,
+spread = how unsure) and `learn(configs, runtimes)`: `bind` makes one of a CostModel (or anything
+with its rank/update), `Frozen` stops it learning, `Blind` scores at random (the search without a
+model). This module never imports models.api: CostModel.tune hands off to it.
+
+Measurements are noisy, and the fastest of many noisy measurements is flattered by its noise
+(the winner's curse), so the last `confirm` measurements go to the best configs again and to
+the compiler default: the result is the config of lowest mean runtime among those measured twice
+or more, and the default unless one of them beats it.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from models.tuning.search import Archive, SearchSettings, evolve
+from models.tuning.space import LayoutSpace, SpaceSettings, config_keys
+
+
+MIN_NOISE = 0.005    # sd of log runtime assumed at least, whatever the repeats say
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    batch: int = 8            # configs measured per round
+    explore: int = 2          # of them, picked by score + kappa * spread (the rest by score)
+    kappa: float = 2.0
+    confirm: int = 3          # best configs measured again at the end (with the default)
+    margin: float = 1.64      # z: the best must beat the default by this many standard errors
+    reference: int = 200      # configs fixing the graph's statistics (CostModel.rank reference)
+    elite: int = 8            # best measured configs among each round's starting population
+    search: SearchSettings = field(default_factory=SearchSettings)
+    space: SpaceSettings = field(default_factory=SpaceSettings)
+
+
+@dataclass
+class TuneResult:
+    best: np.ndarray            # (nc, 18) int8 (tile: (24,)) the fastest config, confirmed
+    best_runtime: float         # mean of its measurements
+    default_runtime: float      # mean of the compiler default's (tile: of the first config's)
+    configs: np.ndarray         # (m, nc, 18) every measured config, in order
+    runtimes: np.ndarray        # (m,) their runtimes, as measure returned them
+    rounds: int = 0
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def speedup(self) -> float:
+        """Default runtime / best runtime (> 1: faster than the compiler default)."""
+        return self.default_runtime / self.best_runtime
+
+    def best_so_far(self) -> np.ndarray:
+        """(m,) the lowest runtime measured after each measurement."""
+        return np.minimum.accumulate(self.runtimes)
+
+
+class MeasureError(ValueError):
+    """The measure callable returned something other than one positive runtime per config."""
+
+
+class Ledger:
+    """Every measurement in order, the budget they may not exceed, and each config's runs."""
+
+    def __init__(self, measure: Callable, budget: int):
+        if budget < 1:
+            raise ValueError(f"budget must be at least 1, got {budget}")
+        self.measure_fn, self.budget = measure, int(budget)
+        self.configs: list[np.ndarray] = []
+        self.runtimes: list[float] = []
+        self.runs: dict[bytes, list[int]] = {}
+
+    @property
+    def left(self) -> int:
+        return self.budget - len(self.runtimes)
+
+    def measure(self, configs: np.ndarray) -> np.ndarray:
+        """The runtimes of configs (k, ...) from the user's measure, checked and recorded."""
+        if len(configs) > self.left:
+            raise RuntimeError(f"{len(configs)} measurements asked for, {self.left} left")
+        out = np.asarray(self.measure_fn(np.ascontiguousarray(configs)), np.float64).reshape(-1)
+        if out.size != len(configs) or not np.all(np.isfinite(out)) or np.any(out <= 0):
+            raise MeasureError(f"measure must return {len(configs)} finite positive runtimes "
+                               f"for {len(configs)} configs; got {out.size} values {out[:4]}")
+        for key, config, r in zip(config_keys(configs), configs, out):
+            self.runs.setdefault(key, []).append(len(self.runtimes))
+            self.configs.append(np.array(config))
+            self.runtimes.append(float(r))
+        return out
+
+    def mean(self, key: bytes) -> float:
+        return float(np.mean([self.runtimes[i] for i in self.runs[key]]))
+
+    def ranked(self) -> list[bytes]:
+        """Measured configs' keys, lowest mean runtime first (ties: measured earlier)."""
+        return sorted(self.runs, key=lambda k: (self.mean(k), self.runs[k][0]))
+
+    def config(self, key: bytes) -> np.ndarray:
+        return self.configs[self.runs[key][0]]
+
+
+def tune(measure: Callable, space: LayoutSpace, model: Any, budget: int, *, seed: int = 0,
+         settings: TuneSettings = TuneSettings()) -> TuneResult:
+    """Search the layouts of `space` with `model` (score / learn), measuring at most `budget`
+    configs, the compiler default first; deterministic for a seed and a model in one state."""
+    rng = np.random.default_rng(seed)
+    ledger = Ledger(measure, budget)
+    default = space.default(1)
+    model.learn(default, ledger.measure(default))
+    reserve, carry, rounds = _reserve(budget, settings), default[:0], 0
+    while ledger.left > reserve:
+        starts = np.concatenate([_elite(ledger, settings.elite), carry])
+        archive = evolve(space, model.score, starts, rng, settings.search)
+        picks = _choose(archive, ledger, min(settings.batch, ledger.left - reserve), settings)
+        if not picks.size:
+            break
+        configs = np.array(archive.configs)
+        model.learn(configs[picks], ledger.measure(configs[picks]))
+        carry = _unmeasured(archive, ledger, settings.search.population)
+        rounds += 1
+    return _confirmed(ledger, config_keys(default)[0], settings, rounds)
+
+
+def tune_pool(measure: Callable, candidates: np.ndarray, model: Any, budget: int, *,
+              seed: int = 0, settings: TuneSettings = TuneSettings()) -> TuneResult:
+    """Tune over a fixed list of candidates (tile kernels: their config_feat rows): rounds of the
+    best-scored unmeasured ones, measured and learnt from; the first candidate stands for the
+    default in the result."""
+    ledger = Ledger(measure, budget)
+    archive = Archive.empty()
+    reserve, rounds = _reserve(min(budget, len(candidates)), settings), 0
+    while ledger.left > reserve and len(ledger.runs) < len(candidates):
+        archive = Archive.empty()
+        archive.add(np.asarray(candidates), model.score)
+        picks = _choose(archive, ledger, min(settings.batch, ledger.left - reserve), settings)
+        configs = np.array(archive.configs)
+        model.learn(configs[picks], ledger.measure(configs[picks]))
+        rounds += 1
+    first = config_keys(np.asarray(candidates)[:1])[0]
+    return _confirmed(ledger, first if first in ledger.runs else None, settings, rounds)
+
+
+def _reserve(budget: int, s: TuneSettings) -> int:
+    """Measurements kept for confirming: the `confirm` best and the default again, fewer on a
+    small budget (none below 10)."""
+    n = min(s.confirm, max(0, (budget - 2) // 8))
+    return n + 1 if n else 0
+
+
+def _elite(ledger: Ledger, k: int) -> np.ndarray:
+    return np.array([ledger.config(key) for key in ledger.ranked()[:k]])
+
+
+def _unmeasured(archive: Archive, ledger: Ledger, k: int) -> np.ndarray:
+    """The k best-scored configs of the archive not measured yet (next round's starts)."""
+    configs = np.array(archive.configs)
+    keys = config_keys(configs)
+    order = [i for i in archive.best(len(keys)) if keys[i] not in ledger.runs][:k]
+    return configs[order]
+
+
+def _choose(archive: Archive, ledger: Ledger, k: int, s: TuneSettings) -> np.ndarray:
+    """Positions in the archive of k unmeasured configs: the best-scored, and `explore` of
+    them by score + kappa * spread (an upper confidence bound)."""
+    configs, scores, spread = archive.arrays()
+    if not len(configs) or k <= 0:
+        return np.zeros(0, np.int64)
+    fresh = np.array([key not in ledger.runs for key in config_keys(configs)])
+    n_explore = min(s.explore, k // 2)
+    picks: list[int] = []
+    for value, n in ((scores, k - n_explore), (scores + s.kappa * spread, n_explore)):
+        order = [int(i) for i in np.argsort(-value, kind="stable") if fresh[i]]
+        new = [i for i in order if i not in picks][:n]
+        picks += new
+    return np.array(picks, np.int64)
+
+
+def _beats(ledger: Ledger, key: bytes, default: bytes, z: float) -> bool:
+    """Whether config `key` is faster than the default by more than z standard errors of the
+    difference of their mean log runtimes (noise from configs measured more than once, at
+    least MIN_NOISE): a config flattered by its noise is not returned over the default."""
+    if key == default:
+        return False
+    logs = {k: np.log([ledger.runtimes[i] for i in runs]) for k, runs in ledger.runs.items()}
+    pairs = [v - v.mean() for v in logs.values() if v.size > 1]
+    dof = sum(v.size - 1 for v in pairs)
+    noise = max(np.sqrt(sum((v ** 2).sum() for v in pairs) / dof) if dof else 0.0, MIN_NOISE)
+    se = noise * np.sqrt(1 / logs[key].size + 1 / logs[default].size)
+    return bool(logs[default].mean() - logs[key].mean() > z * se)
+
+
+def _confirmed(ledger: Ledger, default: bytes | None, s: TuneSettings, rounds: int) -> TuneResult:
+    """Measure the best few and the default once more (the reserve), then the result."""
+    # the reserve goes to the best configs, the default among them (the best n and the
+    # default, or the best n + 1 when the default is one of them): none of it left unspent
+    ranked, n = ledger.ranked(), ledger.left
+    again = ranked[:n]
+    if n > 1 and default is not None and default not in again:
+        again = ranked[:n - 1] + [default]
+    if again:
+        ledger.measure(np.array([ledger.config(k) for k in again]))
+    repeated = [k for k in ledger.ranked() if len(ledger.runs[k]) > 1]
+    best = (repeated or ledger.ranked())[0]
+    if default is not None and not _beats(ledger, best, default, s.margin):
+        best = default
+    return TuneResult(best=ledger.config(best), best_runtime=ledger.mean(best),
+                      default_runtime=ledger.mean(default) if default is not None
+                      else float("nan"),
+                      configs=np.array(ledger.configs), runtimes=np.array(ledger.runtimes),
+                      rounds=rounds, settings=asdict(s))
+
+
+@dataclass
+class Bound:
+    """A model with CostModel's rank/update, bound to one graph: the tuner's score and learn."""
+    model: Any
+    graph: dict
+    reference: np.ndarray | None = None
+    collection: str | None = None
+    key: str = "node_config_feat"
+
+    def score(self, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        ranking = self.model.rank(**self.graph, **{self.key: configs}, reference=self.reference,
+                                  collection=self.collection)
+        return ranking.scores, ranking.spread
+
+    def learn(self, configs: np.ndarray, runtimes: np.ndarray):
+        return self.model.update(**self.graph, **{self.key: configs}, runtimes=runtimes,
+                                 reference=self.reference, collection=self.collection)
+
+
+@dataclass
+class Frozen:
+    """The model's scores, never taught (what measurements are worth: compare with it)."""
+    model: Any
+
+    def score(self, configs):
+        return self.model.score(configs)
+
+    def learn(self, configs, runtimes):
+        return None
+
+
+@dataclass
+class Blind:
+    """No model: random scores, so the search is evolution on measurements alone."""
+    seed: int = 0
+
+    def __post_init__(self):
+        self.rng = np.random.default_rng(self.seed)
+
+    def score(self, configs):
+        return self.rng.random(len(configs)), np.zeros(len(configs))
+
+    def learn(self, configs, runtimes):
+        return None
+
+
+def reference_configs(space: LayoutSpace, k: int, seed: int = 0) -> np.ndarray:
+    """k configs fixing a graph's statistics for its search: the default, configs one to four
+    mutations from it (what an evolution from the default visits, as a 'default' collection's
+    genetic search did), a tenth random, and one setting every group the search sets (so the
+    graph's tables cover them all: CostModel's ReferenceCoverageWarning)."""
+    rng = np.random.default_rng(seed)
+    n_random = max(k // 10, 1)
+    near = space.default(max(k - n_random - 2, 0))
+    for step in range(4):            # row i is mutated i % 4 + 1 times
+        rows = np.arange(len(near)) % 4 >= step
+        near[rows] = space.mutate(rng, near[rows])
+    return np.concatenate([space.default(1), near, space.random(rng, n_random),
+                           space.covering(rng)])

@@ -1,0 +1,75 @@
+"""Ctrl-C and SIGTERM (issue 41): a command stopped mid-build says so in one line, exits 130,
+prints no traceback, leaves no process and nothing half-written, and a rerun resumes."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import pipeline
+
+REPO = Path(pipeline.__file__).resolve().parent
+
+# `pipeline.py ARGS` with the worker pool used whatever the input's size (the tiny tree's files
+# are far below PARALLEL_MIN_BYTES), so the signal also reaches pool workers, as a terminal's
+# Ctrl-C reaches the whole process group.
+POOLED = textwrap.dedent("""
+    import sys
+    import features.cache.build as build
+    build.PARALLEL_MIN_BYTES = 0
+    import pipeline
+    sys.exit(pipeline.main(sys.argv[1:]))
+""")
+
+
+def _start_build(tiny_root: Path, cache: Path) -> subprocess.Popen:
+    args = ["build-features", "--data-dir", str(tiny_root), "--cache-dir", str(cache),
+            "--workers", "2"]
+    return subprocess.Popen([sys.executable, "-c", POOLED, *args], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)   # its own process group, as a terminal's
+
+
+def _group_gone(pgid: int, timeout: float = 20.0) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_build_stopped_by_a_signal_says_one_line_and_leaves_nothing(sig, tiny_root, tmp_path):
+    cache = tmp_path / "cache"
+    proc = _start_build(tiny_root, cache)
+    try:
+        for line in proc.stdout:                 # the first entry done: mid-build from here
+            if " graphs " in line:
+                break
+        assert proc.poll() is None, "the build ended before it could be interrupted"
+        os.killpg(proc.pid, sig)                 # the whole group: parent and pool workers
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"interrupted ({sig.name})" in err and "rerunning it resumes" in err
+    assert _group_gone(proc.pid), "a process of the interrupted build is still running"
+    assert not [p for p in cache.rglob("*") if ".tmp-" in p.name], "temporaries were left"
+    rerun = subprocess.run([sys.executable, str(REPO / "pipeline.py"), "build-features",
+                            "--data-dir", str(tiny_root), "--cache-dir", str(cache),
+                            "--workers", "1"], cwd=REPO, capture_output=True, text=True,
+                           timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "cached" in rerun.stdout                # the entries finished before are reused

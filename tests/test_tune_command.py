@@ -1,0 +1,186 @@
+"""`pipeline.py tune` end to end on the generated sample: a measure command that counts what it
+measures, a run killed midway and resumed, bad commands, an HLO program."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from features.hlo import read_hlo
+from features.npz.find import list_npz
+from models.tuning.session import LOG, MeasurementLog
+
+ROOT = Path(__file__).resolve().parents[1]
+HLO = ROOT / "tests" / "data" / "hlo" / "jax_conv_dot.hlo"
+
+# Runtimes a known function of the config (each set group 1% slower, the first few nodes' output
+# groups faster when set), noise drawn from the config's bytes: measuring a config again gives
+# the same number. Every measured config is appended to $CALLS (one line each) once the runtimes
+# are printed; with $HANG_AT, the batch after that many is never answered: the script writes
+# the file $HANG_MARKER and sleeps (the run is killed while measuring).
+MEASURE = r'''
+import hashlib, os, sys, time
+import numpy as np
+configs = np.load(sys.argv[-1])
+calls = os.environ["CALLS"]
+batches = calls + ".batches"
+done = open(batches).read().count("\n") if os.path.exists(batches) else 0
+hang = os.environ.get("HANG_AT")
+if hang and done >= int(hang):
+    open(os.environ["HANG_MARKER"], "w").write("measuring")
+    time.sleep(600)
+set_groups = (configs.reshape(len(configs), -1, 3, 6)[..., 0] >= 0)
+log_t = 0.01 * set_groups.sum(axis=(1, 2)) - 0.05 * set_groups[:, :4, 0].sum(axis=1)
+keys = [hashlib.blake2b(c.tobytes(), digest_size=8).hexdigest() for c in configs]
+noise = [int(k[:8], 16) / 2**32 - 0.5 for k in keys]
+for t, e in zip(log_t, noise):
+    print(1000.0 * np.exp(t + 0.01 * e))
+with open(calls, "a") as f:
+    f.writelines(k + "\n" for k in keys)
+with open(batches, "a") as f:
+    f.write("batch\n")
+'''
+
+
+@pytest.fixture(scope="module")
+def measure_script(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("measure") / "measure.py"
+    path.write_text(MEASURE)
+    return path
+
+
+@pytest.fixture(scope="module")
+def program(tiny_npz) -> Path:
+    return list_npz(tiny_npz, "layout:xla:default", "valid")[0]
+
+
+def _tune(run, program, command, out, budget=30, env=None, popen=False):
+    args = [sys.executable, str(ROOT / "pipeline.py"), "tune", str(program), "--measure",
+            command, "--budget", str(budget), "--out", str(out), "--run", str(run),
+            "--cache-dir", str(out.parent / "cache"), "--model-seeds", "1"]
+    env = {**os.environ, **(env or {})}
+    if popen:   # its own session: the kill takes the measure command with it
+        return subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+    return subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def _calls(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def _command(script: Path) -> str:
+    return f"{sys.executable} {script}"
+
+
+def test_a_killed_run_resumes_without_measuring_anything_twice(trained_run, program,
+                                                               measure_script, tmp_path):
+    whole = _tune(trained_run, program, _command(measure_script), tmp_path / "whole",
+                  env={"CALLS": str(tmp_path / "whole.calls")})
+    assert whole.returncode == 0, whole.stderr
+    expected = _calls(tmp_path / "whole.calls")
+    assert len(expected) == 30
+
+    out, calls, marker = tmp_path / "cut", tmp_path / "cut.calls", tmp_path / "hanging"
+    proc = _tune(trained_run, program, _command(measure_script), out, popen=True,
+                 env={"CALLS": str(calls), "HANG_AT": "3", "HANG_MARKER": str(marker)})
+    deadline = time.time() + 300
+    while not marker.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert marker.exists(), proc.communicate()
+    os.killpg(proc.pid, signal.SIGKILL)     # mid-batch: the fourth batch never answered
+    proc.wait()
+    before = _calls(calls)
+    assert len(before) == 1 + 8 + 8          # the default, then two batches of 8
+    assert not (out / "best.json").exists()
+
+    resumed = _tune(trained_run, program, _command(measure_script), out,
+                    env={"CALLS": str(calls)})
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(before)} measurements to replay" in resumed.stdout
+    after = _calls(calls)
+    # the command measured exactly what the uninterrupted run measured, each once, in order
+    assert after == expected
+    assert json.loads((out / "best.json").read_text())["best"] == \
+        json.loads((tmp_path / "whole" / "best.json").read_text())["best"]
+
+    again = _tune(trained_run, program, _command(measure_script), out,
+                  env={"CALLS": str(calls)})
+    assert again.returncode == 0 and _calls(calls) == expected    # finished: all replayed
+
+
+def test_the_outputs_say_what_was_found_and_how(trained_run, program, measure_script,
+                                                tmp_path):
+    out = tmp_path / "out"
+    done = _tune(trained_run, program, _command(measure_script), out, budget=20,
+                 env={"CALLS": str(tmp_path / "calls")})
+    assert done.returncode == 0, done.stderr
+    assert "best so far" in done.stderr and "20/20 measured" in done.stderr
+    with np.load(program) as z:
+        nc = z["node_config_ids"].size
+    best = np.load(out / "best.npy")
+    assert best.shape == (nc, 18) and best.dtype == np.int8
+    record = json.loads((out / "best.json").read_text())
+    assert record["made_by"]["seed"] == 0 and record["made_by"]["run"] == str(trained_run)
+    assert record["made_by"]["settings"]["batch"] == 8 and record["measurements"] == 20
+    assert np.array_equal(np.array(record["best"], np.int8), best)
+    assert record["best_runtime"] <= record["default_runtime"]
+    assert (out / "progress.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    configs, runtimes = MeasurementLog(out / "state" / LOG, nc).read()
+    assert len(runtimes) == 20 and (configs[0] == -1).all()
+    assert any((c == best).all() for c in configs)
+
+
+@pytest.mark.parametrize("answer, says", [
+    ("sys.exit(3)", "exited with status 3"),
+    ("print(1.0, 2.0, sep=chr(10))", "printed 2 runtime lines for 8 configs"),
+    ("print('fast')", "line 1 is not a number: 'fast'"),
+])
+def test_a_bad_measure_command_is_one_clear_line(trained_run, program, measure_script, tmp_path,
+                                                 answer, says):
+    """The first measurement (the default) goes through a good command; then a bad one fails
+    the first batch after it: one line naming the command and what was wrong, the good
+    measurement kept, and a good command resumes from it."""
+    bad, once = tmp_path / "bad.py", tmp_path / "once"
+    bad.write_text(f"import os, sys\n"
+                   f"if os.path.exists({str(once)!r}):\n    {answer}\n    sys.exit(0)\n"
+                   f"open({str(once)!r}, 'w').close()\nprint(5.0)\n")
+    out = tmp_path / "out"
+    failed = _tune(trained_run, program, _command(bad), out)
+    assert failed.returncode == 2
+    lines = failed.stderr.strip().splitlines()
+    error = [s for s in lines if s.startswith("error:")]
+    assert len(error) == 1 and "Traceback" not in failed.stderr, failed.stderr
+    assert str(bad) in error[0] and says in error[0] and "measurements made before it: 1" in error[0]
+    resumed = _tune(trained_run, program, _command(measure_script), out,
+                    env={"CALLS": str(tmp_path / "calls")})
+    assert resumed.returncode == 0, resumed.stderr
+    assert "1 measurements to replay" in resumed.stdout
+    assert len(_calls(tmp_path / "calls")) == 29
+
+
+def test_an_hlo_program_is_tuned(trained_run, measure_script, tmp_path):
+    out = tmp_path / "hlo"
+    done = _tune(trained_run, HLO, _command(measure_script), out, budget=12,
+                 env={"CALLS": str(tmp_path / "calls")})
+    assert done.returncode == 0, done.stderr
+    nc = read_hlo(HLO)["node_config_ids"].size
+    assert np.load(out / "best.npy").shape == (nc, 18)
+    assert len(_calls(tmp_path / "calls")) == 12
+
+
+def test_a_rerun_with_other_settings_is_refused(trained_run, program, measure_script, tmp_path):
+    out = tmp_path / "out"
+    env = {"CALLS": str(tmp_path / "calls")}
+    assert _tune(trained_run, program, _command(measure_script), out, budget=10,
+                 env=env).returncode == 0
+    other = _tune(trained_run, program, _command(measure_script), out, budget=12, env=env)
+    assert other.returncode == 2
+    assert "was started with budget = 10, not 12" in other.stderr
