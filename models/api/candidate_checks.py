@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from features.graph.roles import CONV, DOT
+from features.schema import CONVOLUTION as CONV, DOT
 from features.npz.graph import DataFormatError, Graph
 from models.tuning import space
 from models.tuning.space import GROUP_SLOTS, LAYOUT_GROUPS, group_lengths

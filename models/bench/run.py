@@ -15,6 +15,7 @@ from models.api.candidates import read_candidates
 
 from models.bench import projection as pj
 from models.bench import stages as st
+from models.sample import synth_hlo
 from models.bench.rank import QUICK_RANK, RankSpec, format_rank_notes, rank_notes
 
 BASELINE = "python + imports (baseline)"
@@ -25,6 +26,7 @@ FEW_BUILD = f"build the layout file's graph with {st.FEW_CONFIGS} configs"
 TABLES = "graph tables of that graph (second call)"
 TILE_BUILD = "build tile collection, default settings ({workers} workers)"
 POOL = "start {workers} build workers, stop them"
+HLO_READ = "read a program's HLO text (encode, one core)"
 TRAIN = "train {kind}: `train`'s code, {rounds} rounds"
 PREFIX_EXAMPLE = 20_000   # the projection also for train files read this far
 
@@ -110,6 +112,8 @@ def _round(run: st.Recorder, spec: st.BenchSpec, inputs: st.Inputs, work: Path,
     tile_rows = run(TILE_BUILD.format(workers=workers), st.build_stage, npz, "tile:xla", work,
                     workers, FeatureConfig(), items=spec.tile_kernels, unit="files")
     run(POOL.format(workers=workers), st.pool_start_stage, workers)
+    run(HLO_READ, st.hlo_read_stage, inputs.hlo_path,
+        items=synth_hlo.instructions(spec.hlo_blocks), unit="instructions")
     tile_entry, _ = build_entry(npz, "tile:xla", "train", FeatureConfig(), work)
     layout_entry, _ = build_entry(npz, layout, "train", st.ALL_CONFIGS, work)
     rounds = spec.train_rounds

@@ -11,7 +11,6 @@ import platform
 import statistics
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
@@ -20,11 +19,12 @@ import numpy as np
 
 from features import FeatureConfig, build_entry, load_entry, read_meta
 from models.sample import generate as sample
-from models.sample import synth_graph
+from models.sample import synth_graph, synth_hlo
 from features.cache.store import writing
+from features.hlo import read_hlo
 from features.npz.read import read_graph
 from features.rows.table import graph_static
-from features.cache.workers import process_pool
+from features.cache.workers import WorkerPool, process_pool
 from models.training.runs import TrainConfig, train_collection
 
 LIBRARIES = ("numpy", "numba", "lightgbm", "xgboost", "polars")
@@ -39,13 +39,15 @@ class BenchSpec:
     layout_config_nodes: int = 400
     layout_nodes: int = 12_000
     tile_kernels: int = 1_000
+    # the HLO reader's module: 18,003 instructions (the largest dev program has 17,960)
+    hlo_blocks: int = 1_500
     train_rounds: int = 100      # every fit of the training stages runs all of them
     layout_train_rows: int = 50_000
     seed: int = 0
 
 
 QUICK = BenchSpec(layout_configs=3_000, layout_config_nodes=40, layout_nodes=600,
-                  tile_kernels=40, train_rounds=20, layout_train_rows=3_000)
+                  tile_kernels=40, hlo_blocks=50, train_rounds=20, layout_train_rows=3_000)
 
 
 @dataclass(frozen=True)
@@ -107,8 +109,12 @@ def measure(fn, *args) -> tuple[Run, object]:
     """fn(*args) in a fresh spawned process: its own wall time and peak RSS, and its result.
     Earlier stages' pending writes are flushed first, so their writeback is not billed here."""
     os.sync()
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        result, seconds, rss = pool.submit(_timed_call, fn, args).result()
+    with WorkerPool(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        try:
+            result, seconds, rss = pool.submit(_timed_call, fn, args).result()
+        except BaseException:
+            pool.stop()    # Ctrl-C: the stage in flight may run for minutes
+            raise
     return Run(seconds, rss), result
 
 
@@ -166,6 +172,10 @@ class Inputs:
     def few_configs_root(self) -> Path:   # the layout file's graph with FEW_CONFIGS configs
         return self.root / "few" / "npz_all" / "npz"
 
+    @property
+    def hlo_path(self) -> Path:           # a program's HLO text (models/sample/synth_hlo.py)
+        return self.root / "program.hlo"
+
 
 def layout_path(npz_root: Path) -> Path:
     return npz_root / "layout" / "xla" / "random" / "train" / "big.npz"
@@ -179,8 +189,17 @@ def ensure_inputs(cache_root: Path, spec: BenchSpec) -> Inputs:
     with writing("the bench's generated inputs", root):
         made = [_layout_file(inputs.npz_root, spec),
                 _layout_file(inputs.few_configs_root, replace(spec, layout_configs=FEW_CONFIGS)),
-                _tile_collection(inputs.npz_root, spec)]
+                _tile_collection(inputs.npz_root, spec), _hlo_file(inputs.hlo_path, spec)]
     return replace(inputs, generated=any(made))
+
+
+def _hlo_file(path: Path, spec: BenchSpec) -> bool:
+    if path.exists():
+        return False
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(synth_hlo.synthetic_hlo(spec.hlo_blocks))
+    tmp.replace(path)
+    return True
 
 
 def layout_arrays(rng, nodes: int, config_nodes: int, configs: int, runtime: bool = True):
@@ -245,6 +264,11 @@ def graph_tables_stage(npz_root: Path) -> float:
     start = time.perf_counter()
     graph_static(g, FeatureConfig())
     return time.perf_counter() - start
+
+
+def hlo_read_stage(path: Path) -> int:
+    """Read a program's HLO text into graph arrays (features.hlo), as `encode` does; its nodes."""
+    return int(read_hlo(path)["node_opcode"].size)
 
 
 def pool_start_stage(workers: int) -> int:

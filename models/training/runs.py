@@ -228,7 +228,7 @@ def cross_validate(cfg: TrainConfig, train: FeatureSet, fit_final=None) -> np.nd
     """(seeds, train graphs) score of each train graph by the models that did not see its family,
     one row per seed (models early-stop on other families of their own training part); no rows
     without folds. Folds do not depend on the model's seed, so every seed scores every graph
-    held out in the same company, and two runs compare graph by graph (models/reporting/compare)."""
+    held out in the same company, and two runs compare graph by graph (models/evaluation/compare.py)."""
     if cfg.folds < 2:
         return np.zeros((0, train.n_graphs))
     fold_of = family_folds(train.graph_ids, cfg.folds, cfg.seed)
