@@ -38,7 +38,7 @@ class BadFilesError(DataFormatError):
 
     def __init__(self, bad: dict[tuple[str, str], list[DataFormatError]]):
         self.bad = bad
-        super().__init__(bad)     # in args: the error crosses process pools
+        super().__init__(bad)
 
     def __str__(self) -> str:
         n = sum(map(len, self.bad.values()))

@@ -25,7 +25,7 @@ WATCH_INTERVAL_S = 1.0    # how often a worker off Linux checks that its parent 
 
 
 class WorkerPool(ProcessPoolExecutor):
-    """A process pool whose workers ignore the terminal's Ctrl-C, and that can be stopped at once."""
+    """A process pool whose workers ignore the terminal's Ctrl-C, and that stops at once."""
 
     def submit(self, *args, **kwargs):
         # Workers are started by submit; a blocked signal mask is inherited through exec.

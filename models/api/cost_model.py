@@ -13,10 +13,10 @@ Scores mean the same in every call: a config's score depends on the graph and th
 on the other candidates. The within-graph statistics among the features and each seed model's
 scale come from the graph's reference configs (models/api/graph_state.py), fixed the first time
 a graph is seen: `reference=` if given (a uniform sample of the tuner's search space is a good
-one), else that call's candidates, unless they are too few (models/api/reference.py). Features and models are `submit`'s, so a test file ranks
-identically through either. What depends only on the graph is computed once and kept, keyed by
-the graph's content, for the last `cache_size` graphs (graphs with measurements are never
-dropped).
+one), else that call's candidates, unless they are too few (models/api/reference.py). Features
+and models are `submit`'s, so a test file ranks identically through either. What depends only
+on the graph is computed once and kept, keyed by the graph's content, for the last `cache_size`
+graphs (graphs with measurements are never dropped).
 """
 from __future__ import annotations
 
@@ -149,8 +149,9 @@ class CostModel:
         a ReferenceCoverageWarning). A reference is never too small (models/api/reference.py):
         a first call of fewer than 20 distinct layouts gets 200 random valid layouts of the
         graph's own space instead (DrawnReferenceWarning), one of fewer than 2 tiles, or too
-        small a reference=, is a ValueError saying what to pass. A graph dropped from the cache (see `cache_size`) gets a
-        new reference when it comes back, unless `reference=` is passed again. `collection` picks the model
+        small a reference=, is a ValueError saying what to pass. A graph dropped from the cache
+        (see `cache_size`) gets a new reference when it comes back, unless `reference=` is
+        passed again. `collection` picks the model
         (default tile:xla / layout:xla:random; a FamilyMismatchWarning when the graph looks
         like the other family); `name` stands for a file stem (graph id) and names the input in
         errors (DataFormatError).
