@@ -253,3 +253,21 @@ def test_the_readme_example_runs_as_written(trained_run, tiny_root, tmp_path, mo
     saved = CostModel.load(cache / "tuner")            # resumes with the 20 measurements
     (_, state), = saved._graphs.values()
     assert state.runtimes.size == 20
+
+
+def test_scores_never_depend_on_a_path_or_a_name(trained_run, tiny_npz, tmp_path, monkeypatch):
+    """The same bytes rank the same inside the tree and elsewhere, and the same arrays under any
+    name: the statistics sample of a large file is drawn from its size, not its name."""
+    import features.rows.per_config as per_config
+    monkeypatch.setattr(per_config, "STAT_CONFIGS", 25)   # these files are small: sample them
+    inside = list_npz(tiny_npz, "layout:xla:random", "test")[0]
+    outside = tmp_path / "elsewhere.npz"
+    shutil.copyfile(inside, outside)
+    model = CostModel.load(trained_run)
+    a = model.rank_file(inside)                        # its collection from its place in the tree
+    b = CostModel.load(trained_run).rank_file(outside)   # the same one from its keys
+    np.testing.assert_array_equal(a.scores, b.scores)
+    arrays = _candidates(_arrays(inside))
+    named = [CostModel.load(trained_run).rank(**arrays, name=name).scores
+             for name in ("graph", "another name")]
+    np.testing.assert_array_equal(named[0], named[1])

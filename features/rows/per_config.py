@@ -16,7 +16,6 @@ from features.graph import roles as R
 from features.rows import kernels as K
 from features.npz.graph import Graph
 from features.graph.per_graph import element_bytes, ranks, signed_log
-from features.rows.selection import graph_rng
 from features.schema import (CONVOLUTION, DOT, IS_ROOT, LAYOUT, N_LAYOUT_CONFIG_FEAT, OPCODE_IDS,
                              PARAMETER, RESHAPE, SHAPE_DIMS, SHAPE_PRODUCT, TILE_MINOR,
                              TILE_SECOND_MINOR, TRANSPOSE, tiled_extent)
@@ -237,20 +236,21 @@ def pad_tables(dims: np.ndarray) -> np.ndarray:
 
 def stat_rows(g: Graph, seed: int) -> np.ndarray:
     """A label-independent uniform sample (sorted) of the file's configs for within-graph stats."""
-    return stat_sample(g.n_configs, seed, g.graph_id)
+    return stat_sample(g.n_configs, seed)
 
 
-def with_stat_sample(rows: np.ndarray, c: int, seed: int, graph_id: str) -> np.ndarray:
+def with_stat_sample(rows: np.ndarray, c: int, seed: int) -> np.ndarray:
     """The configs a read of a graph of c configs keeps: `rows` and the statistics sample, as
     sorted file positions."""
-    return np.union1d(rows, stat_sample(c, seed, graph_id))
+    return np.union1d(rows, stat_sample(c, seed))
 
 
-def stat_sample(c: int, seed: int, graph_id: str) -> np.ndarray:
-    """stat_rows of a graph of c configs, known before its configs are read."""
+def stat_sample(c: int, seed: int) -> np.ndarray:
+    """stat_rows of a graph of c configs, known before its configs are read. Drawn from the
+    count and the seed alone, never the file's name: the same bytes score the same anywhere."""
     if c <= STAT_CONFIGS:
         return np.arange(c)
-    return np.sort(graph_rng(seed, graph_id).choice(c, STAT_CONFIGS, replace=False))
+    return np.sort(np.random.default_rng([seed, c]).choice(c, STAT_CONFIGS, replace=False))
 
 
 class ValueCounts(NamedTuple):

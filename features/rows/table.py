@@ -166,7 +166,7 @@ def configs_needed(collection: str, split: str, graph_id: str, cfg: FeatureConfi
     def keep(runtime: np.ndarray) -> np.ndarray:
         target = np.asarray(runtime, np.float64)
         picked = picked_configs(target, collection, split, graph_id, **_caps(collection, cfg))
-        return with_stat_sample(picked, target.size, cfg.seed, graph_id)
+        return with_stat_sample(picked, target.size, cfg.seed)
     return keep
 
 

@@ -84,7 +84,7 @@ class Scorer:
         so that a whole test file as the reference ranks exactly as `submit` ranks it."""
         ref = with_configs(g, configs)
         static = graph_static(ref, self.settings)
-        sample = stat_sample(configs.shape[0], self.settings.seed, g.graph_id)
+        sample = stat_sample(configs.shape[0], self.settings.seed)
         reference = graph_reference(with_configs(g, configs[sample]), self.settings, static)
         state = GraphState(static, reference, np.zeros(len(self.models)),
                            np.ones(len(self.models)), configs,
