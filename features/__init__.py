@@ -13,18 +13,18 @@ import os
 # when polars is first imported (so before the imports below); a user's own setting wins.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
-from features.cache.build import (BadFilesError, build_entries, build_entry, load_entry,  # noqa: E402
-                                  load_or_build, uses_pool)
+from features.cache.build import (  # noqa: E402
+    BadFilesError, build_entries, build_entry, load_entry, load_or_build, uses_pool)
 from features.cache.entries import default_config_rows, read_meta  # noqa: E402
 from features.cache.signature import feature_signature  # noqa: E402
 from features.cache.store import reclaim_stale  # noqa: E402
-from features.npz.graph import DataFormatError, Graph
+from features.npz.graph import DataFormatError, Graph  # noqa: E402
 from features.npz.source import DataSource, resolve_data, sample_source  # noqa: E402
 from features.rows.feature_set import FeatureSet  # noqa: E402
 from features.rows.table import FeatureConfig  # noqa: E402
 from features.schema import COLLECTIONS, SPLITS  # noqa: E402
 
-__all__ = ["BadFilesError", "COLLECTIONS", "SPLITS", "DataFormatError", "DataSource", "FeatureConfig",
-           "FeatureSet", "Graph", "build_entries", "build_entry", "default_config_rows", "feature_signature",
-           "load_entry", "load_or_build", "read_meta", "reclaim_stale",
-           "resolve_data", "sample_source", "uses_pool"]
+__all__ = ["BadFilesError", "COLLECTIONS", "SPLITS", "DataFormatError", "DataSource",
+           "FeatureConfig", "FeatureSet", "Graph", "build_entries", "build_entry",
+           "default_config_rows", "feature_signature", "load_entry", "load_or_build", "read_meta",
+           "reclaim_stale", "resolve_data", "sample_source", "uses_pool"]

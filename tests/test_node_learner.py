@@ -3,7 +3,6 @@ against finite differences, learning on real graphs, save/load."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -4,7 +4,6 @@ Dask cluster), assembled into an entry; `load_or_build` returns its FeatureSet.
 from __future__ import annotations
 
 import json
-import os
 import time
 from concurrent.futures import as_completed
 from dataclasses import asdict
@@ -17,13 +16,10 @@ from features.cache import entries
 from features.cache import integrity
 from features.cache import units as unit_store
 from features.cache import workers as worker_pool
-from features.cache.store import reclaim_stale
-from features.npz.source import DataSource, resolve_data, sample_source
 from features.npz.find import list_npz
-from features.npz.graph import DataFormatError, Graph, collect_format_error
-from features.schema import COLLECTIONS, SPLITS
+from features.npz.graph import DataFormatError, collect_format_error
 from features.cache.signature import feature_signature
-from features.cache.entries import default_config_rows, read_meta, read_parts
+from features.cache.entries import read_meta, read_parts
 from features.rows.feature_set import FeatureSet
 from features.rows.table import FeatureConfig
 

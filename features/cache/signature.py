@@ -1,9 +1,10 @@
 """The feature signature: a hash of the settings and of exactly the code that computes rows.
 
-The row code is `table.py` (one input file -> its rows), `node_rows.py` (the node learner's rows,
-made beside them) and every module of this package they import, directly or not, read with `ast` so nothing is executed. The sample generator, the
-benchmark and the cache machinery are outside it: editing them leaves feature caches and
-trained runs valid, while an edit to a kernel invalidates both.
+The row code is `rows/table.py` (one input file -> its rows), `rows/node_rows.py` (the node
+learner's rows, made beside them) and every module of `features/` they import, directly or not,
+read with `ast` so nothing is executed. The cache machinery, the HLO reader, the sample generator
+and the benchmark are outside it: editing them leaves feature caches and trained runs valid,
+while an edit to a kernel invalidates both.
 """
 from __future__ import annotations
 

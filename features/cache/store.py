@@ -20,7 +20,6 @@ naming what was being written and where (features/cache/integrity.py checks what
 from __future__ import annotations
 
 import errno
-import json
 import os
 import platform
 import re

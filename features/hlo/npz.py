@@ -1,5 +1,4 @@
-"""Writing a graph as a TpuGraphs layout file with one config: the compiler's default; and
-refusing, before any parsing, a place such a file cannot be written."""
+"""Writing a graph as a TpuGraphs layout file with one config: the compiler's default."""
 from __future__ import annotations
 
 import os
@@ -9,8 +8,6 @@ from pathlib import Path
 import numpy as np
 
 from features import schema as S
-# Checked before any parsing: a place a layout file cannot be written fails at once.
-from features.outputs import OutputPathError, check_file as check_output_path  # noqa: F401
 
 
 def write_layout_npz(graph: dict[str, np.ndarray], path: str | os.PathLike) -> Path:
