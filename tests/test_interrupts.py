@@ -48,8 +48,13 @@ def _group_gone(pgid: int, timeout: float = 20.0) -> bool:
     return False
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_build_stopped_by_a_signal_says_one_line_and_leaves_nothing(sig, tiny_root, tmp_path):
+@pytest.mark.parametrize("signals", [
+    [signal.SIGINT], [signal.SIGTERM],
+    [signal.SIGTERM, signal.SIGTERM, signal.SIGINT],   # `timeout` forwarding, then a Ctrl-C
+], ids=["SIGINT", "SIGTERM", "three signals"])
+def test_a_build_stopped_by_a_signal_says_one_line_and_leaves_nothing(signals, tiny_root,
+                                                                      tmp_path):
+    sig = signals[0]
     cache = tmp_path / "cache"
     proc = _start_build(tiny_root, cache)
     try:
@@ -57,7 +62,11 @@ def test_a_build_stopped_by_a_signal_says_one_line_and_leaves_nothing(sig, tiny_
             if " graphs " in line:
                 break
         assert proc.poll() is None, "the build ended before it could be interrupted"
-        os.killpg(proc.pid, sig)                 # the whole group: parent and pool workers
+        for i, each in enumerate(signals):       # the whole group: parent and pool workers
+            if i:
+                time.sleep(0.3)                  # while the first one's cleanup runs
+            if proc.poll() is None:
+                os.killpg(proc.pid, each)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:

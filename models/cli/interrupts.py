@@ -30,16 +30,19 @@ def run(command: str, func: Callable[[], int], resumes: bool) -> int:
 
     previous = _install(interrupt)
     try:
-        return func()
+        result = func()
     except BaseException as exc:
         if not received and not isinstance(exc, KeyboardInterrupt):
+            _restore(previous)
             raise
-        _install(signal.SIG_IGN)    # nor cut the line below short
+        # Ignored from here to the exit: a second signal (`timeout` forwards its own, a shell
+        # sends one to the group) must cut neither this line nor the exit handlers short.
+        _install(signal.SIG_IGN)
         print(_line(command, received[0] if received else signal.SIGINT, resumes),
               file=sys.stderr)
         return EXIT_INTERRUPTED
-    finally:
-        _restore(previous)
+    _restore(previous)
+    return result
 
 
 def _line(command: str, signum: int, resumes: bool) -> str:
