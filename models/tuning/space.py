@@ -26,6 +26,7 @@ import numpy as np
 from features.graph import roles as R
 from features.graph.per_graph import ranks
 from features.npz.graph import Graph
+from features.schema import CONVOLUTION, DOT
 
 LAYOUT_GROUPS = ("output", "input", "kernel")   # node_config_feat[..., 6g:6g+6], section 3.2
 GROUP_SLOTS = 6
@@ -220,10 +221,10 @@ def _search_ranks(g: Graph) -> np.ndarray:
         ops = edges.operands[v]
         rank = lambda u: len(edges.shapes[u]) if u >= 0 else 0   # noqa: E731
         out[k, 0] = rank(v)
-        if g.node_opcode[v] == R.CONV:
+        if g.node_opcode[v] == CONVOLUTION:
             x, w = R.conv_operands(g.node_feat, v, ops)
             out[k, 1:] = rank(x), rank(w)
-        elif g.node_opcode[v] == R.DOT:
+        elif g.node_opcode[v] == DOT:
             out[k, 1] = rank(R.dot_operands(g.node_feat, v, ops, 0)[0])
         elif ops:
             out[k, 1] = max(rank(u) for u in ops)
