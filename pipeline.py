@@ -380,7 +380,8 @@ def _rank_options(p) -> None:
 def cmd_tune_sim(args) -> int:
     """Simulate autotuning on validation graphs: random search vs the model, frozen and updated."""
     from models.training.run_files import latest_run
-    from models.evaluation.tune_sim import SimSettings, format_table, simulate
+    from models.evaluation.tune_sim import SimSettings, simulate
+    from models.reporting.tune_sim_table import format_table
     source = _source(args)
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
     check_file(run_dir / "tune_sim.json")     # where the result goes, before the simulation

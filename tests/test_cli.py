@@ -15,7 +15,8 @@ import pytest
 import pipeline
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+# An option of a command: never an underscore (XLA_FLAGS="--xla_dump_to=..." is not one)
+OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*(?![\w])")
 
 
 def command_options() -> dict[str, set[str]]:

@@ -179,7 +179,7 @@ def _tune_sim(run_dir: Path) -> dict | None:
 def _tune_sim_html(tuning: dict | None, images: dict) -> str:
     if tuning is None:
         return ""
-    from models.evaluation.tune_sim import format_table
+    from models.reporting.tune_sim_table import format_table
     return "\n".join([
         "<h2>Autotuning simulation (tune-sim)</h2>", _img(images, "tune_sim"),
         f"<pre>{html.escape(format_table(tuning))}</pre>",

@@ -28,11 +28,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from features.schema import GRAPH_KEYS
+from features.schema import GRAPH_KEYS, N_LAYOUT_CONFIG_FEAT as SLOTS
 from models.tuning.tuner import TuneResult, TuneSettings
 
 STATE, LOG, SESSION = "state", "measurements.bin", "session.json"
-SLOTS = 18          # node_config_feat columns per configurable node
 RUNTIME_BYTES = 8   # float64 after each config's bytes in the log
 
 

@@ -26,10 +26,10 @@ import numpy as np
 from features.graph import roles as R
 from features.graph.per_graph import ranks
 from features.npz.graph import Graph
-from features.schema import CONVOLUTION, DOT
+from features.schema import CONVOLUTION, DOT, N_LAYOUT_CONFIG_FEAT, SLOT_GROUP, SLOT_GROUPS
 
-LAYOUT_GROUPS = ("output", "input", "kernel")   # node_config_feat[..., 6g:6g+6], section 3.2
-GROUP_SLOTS = 6
+LAYOUT_GROUPS = SLOT_GROUPS     # node_config_feat[..., 6g:6g+6], section 3.2
+GROUP_SLOTS = SLOT_GROUP
 NOT_A_LAYOUT = 7    # table value of a group that is no permutation: no tensor has rank 7
 ANY_RANK = 0x7F     # bits 0..6: the ranks a group may take when the node has no operands
 # (candidate, node) rows checked at a time: about 1 MB of temporaries (twice as fast as the
@@ -165,7 +165,7 @@ class LayoutSpace:
 
     def default(self, k: int = 1) -> np.ndarray:
         """(k, nc, 18) int8 the compiler default: every slot -1."""
-        return np.full((k, self.n_nodes, 3 * GROUP_SLOTS), -1, np.int8)
+        return np.full((k, self.n_nodes, N_LAYOUT_CONFIG_FEAT), -1, np.int8)
 
     def random(self, rng: np.random.Generator, k: int) -> np.ndarray:
         """(k, nc, 18) valid configs setting each searched group with probability random_set."""
