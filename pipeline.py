@@ -34,6 +34,7 @@ from typing import Sequence
 
 import features
 from features import COLLECTIONS, SPLITS, FeatureConfig
+from features.schema import is_tile
 from features.cache import store as cache
 from features.outputs import check_dir, check_file
 from models.cli import interrupts
@@ -444,19 +445,22 @@ def _tune_options(p) -> None:
                    help="a layout npz graph file, or a program's HLO text (any other file)")
     p.add_argument("--measure", required=True, metavar="COMMAND",
                    help="command line run (by the shell) with the path of a .npy of (k, nc, 18) "
-                        "int8 configs appended; it prints one runtime per line, lower = faster")
+                        "int8 configs appended; it prints one runtime per line, lower = faster "
+                        "(no default: required)")
     p.add_argument("--budget", type=_at_least(1), required=True, metavar="N",
                    help="configs measured at most, the re-measurements that confirm the best "
-                        "included")
+                        "included (no default: required)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
-                   help="best.npy, best.json, progress.png and the state a rerun resumes from")
+                   help="best.npy, best.json, progress.png and the state a rerun resumes from "
+                        "(no default: required)")
     p.add_argument("--run", type=Path, metavar="DIR",
                    help="run directory (default: the newest under --cache-dir)")
     p.add_argument("--seed", type=_at_least(0), default=0,
                    help="the search's seed (default: %(default)s)")
-    p.add_argument("--collection", choices=COLLECTIONS, metavar="COLLECTION",
-                   help="the layout model to search with (default: the program's family's "
-                        "'default' collection)")
+    layouts = [c for c in COLLECTIONS if not is_tile(c)]
+    p.add_argument("--collection", choices=layouts, metavar="COLLECTION",
+                   help=f"the layout model to search with, one of {', '.join(layouts)} "
+                        f"(default: the program's family's 'default' collection)")
     p.add_argument("--model-seeds", type=_at_least(1), metavar="N",
                    help="score with the run's first N seed models only: faster rounds "
                         "(default: all)")

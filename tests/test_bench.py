@@ -62,7 +62,7 @@ def test_bad_input_fails_before_anything_is_generated(tmp_path):
 
 
 TINY = st.BenchSpec(layout_configs=1_500, layout_config_nodes=12, layout_nodes=200,
-                    tile_kernels=12, train_rounds=5, layout_train_rows=1_500)
+                    tile_kernels=12, hlo_blocks=20, train_rounds=5, layout_train_rows=1_500)
 
 
 def test_a_small_run_reports_every_stage_the_projection_and_the_ranking(tmp_path):
@@ -75,7 +75,7 @@ def test_a_small_run_reports_every_stage_the_projection_and_the_ranking(tmp_path
     assert lines[1].startswith("machine: ") and "load average" in lines[1]
     assert "lightgbm" in lines[2] and "generated in this run" in lines[3]
     table = {s.name: s for s in result.stages}
-    assert len(table) == 11 and all(len(s.runs) == 1 for s in table.values())
+    assert len(table) == 12 and all(len(s.runs) == 1 for s in table.values())
     assert all(f"  {name} ..." in logged for name in table)
     for name, s in table.items():   # one line of the table per stage, its ratio to the floor
         row = next(line for line in lines if line.startswith(name + " "))

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from features.graph import roles as R
+from features.schema import TRANSPOSE
 from features.rows import kernels as K
 from features.npz.graph import Graph
 from features.rows.per_config import CONTEXTS, layout_full, layout_static
@@ -246,10 +247,10 @@ def test_node_contexts_tell_attention_from_projections_and_head_reshapes():
     x, wq = b.node(63, (128, 256)), b.node(63, (256, 256))
     q = b.node(34, (128, 256), wq, x)                         # projection: no batch dim
     split = b.node(75, (128, 4, 64), q)                       # a dot before, a transpose after
-    heads = b.node(R.TRANSPOSE, (4, 128, 64), split)
+    heads = b.node(TRANSPOSE, (4, 128, 64), split)
     k = b.node(63, (4, 64, 128))
     scores = b.node(34, (4, 128, 128), heads, k)              # batch 4
-    merged = b.node(R.TRANSPOSE, (128, 4, 128), scores)
+    merged = b.node(TRANSPOSE, (128, 4, 128), scores)
     flat = b.node(75, (128, 512), merged)
     wo = b.node(63, (512, 256))
     out = b.node(34, (128, 256), flat, wo)
