@@ -419,6 +419,7 @@ def cmd_tune(args) -> int:
     from models.api import CostModel
     from models.training.run_files import latest_run
     from models.tuning.session import TuneJob, tune_program
+    check_dir(args.out)      # before the model loads and anything is measured
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
     job = TuneJob(args.program, args.measure, args.budget, args.out, seed=args.seed,
                   collection=args.collection)
@@ -428,10 +429,6 @@ def cmd_tune(args) -> int:
         print(f"searching with {model.description}")
         try:
             result = tune_program(model, job, str(run_dir))
-        except KeyboardInterrupt:
-            print(f"\ninterrupted: the measurements so far are kept in {args.out}/state; run the "
-                  f"same command again to resume", file=sys.stderr)
-            return 130
         finally:
             _warning_lines(caught)
     print(f"best: {result.best_runtime:.6g} against the default's {result.default_runtime:.6g} "
@@ -536,7 +533,16 @@ WRITES_CACHE = ("build-features", "train", "submit", "bench")
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Ctrl-C and SIGTERM: one line and exit 130 for every command (models/cli/interrupts.py)
-    return interrupts.run(args.command, lambda: _run(args), resumes=args.command in WRITES_CACHE)
+    return interrupts.run(args.command, lambda: _run(args), resumes=_what_a_rerun_resumes(args))
+
+
+def _what_a_rerun_resumes(args) -> str | None:
+    """What an interrupted command keeps, for its one line (None: a rerun starts again)."""
+    if args.command == "tune":
+        return f"the measurements so far are kept in {args.out}/state"
+    if args.command in WRITES_CACHE:
+        return "the feature files it finished are cached"
+    return None
 
 
 def _run(args) -> int:

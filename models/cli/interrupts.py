@@ -17,10 +17,10 @@ EXIT_INTERRUPTED = 130   # 128 + SIGINT, what a shell reports for Ctrl-C
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def run(command: str, func: Callable[[], int], resumes: bool) -> int:
+def run(command: str, func: Callable[[], int], resumes: str | None) -> int:
     """func() with SIGINT and SIGTERM raising KeyboardInterrupt; an interrupt is answered with
-    one stderr line and EXIT_INTERRUPTED. resumes: the command keeps what it finished (cached
-    feature files), so a rerun takes up from there."""
+    one stderr line and EXIT_INTERRUPTED. resumes: what the command keeps of its work, so that a
+    rerun takes up from there (None: nothing)."""
     received: list[int] = []
 
     def interrupt(signum, frame):
@@ -45,9 +45,8 @@ def run(command: str, func: Callable[[], int], resumes: bool) -> int:
     return result
 
 
-def _line(command: str, signum: int, resumes: bool) -> str:
-    then = ("the feature files it finished are cached, so rerunning it resumes from there"
-            if resumes else "rerun it to start again")
+def _line(command: str, signum: int, resumes: str | None) -> str:
+    then = f"{resumes}, so rerunning it resumes from there" if resumes else "rerun it to start again"
     return (f"interrupted ({signal.Signals(signum).name}): `pipeline.py {command}` stopped; "
             f"nothing half-written was kept; {then}")
 
