@@ -1,14 +1,9 @@
 """Checks on candidates that the file format alone lets through: layouts that no compiler could
 take, and a graph's family (xla vs nlp) as its opcodes suggest.
 
-A layout slot group (node_config_feat's output / input / kernel six slots, format section 3.2) is
-either all -1 (the compiler chooses) or the minor-to-major order of its tensor: a permutation of
-0..r-1 in the first r slots, the rest -1, for the tensor's rank r. Every config of every dev file
-(train and valid, all four layout collections) is such a layout. Ranks come from node_feat
-(shape_dimensions): the output group's from the node itself; the input and kernel groups' from
-the node's operands, which the files give by shape only (operand order is not kept), so any
-operand's rank is accepted. The rules themselves live in models/tuning/space.py (the search
-proposes by them too); this module applies them to candidates and says what is wrong.
+What a valid layout is, and where a slot group's rank comes from, is written once in
+models/tuning/space.py (the search proposes by the same rules); this module applies those rules
+to candidates and says which candidate, node and group is wrong.
 """
 from __future__ import annotations
 
