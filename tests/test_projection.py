@@ -12,7 +12,8 @@ from models.bench import projection as pj
 from models.bench import stages as st
 from models.bench import run
 
-TRAIN = pj.TrainUnits(load=0.0, fit=0.0, check=0.0, predict=0.0, memory=0.0, columns=300)
+TRAIN = pj.TrainUnits(load=0.0, fit=0.0, check=0.0, predict=0.0, bin_memory=0.0,
+                      fit_memory=0.0, check_memory=0.0, columns=300)
 ZERO = pj.UnitCosts(read=0.0, featurize=0.0, graph=0.0, tile_file=0.0, entry=0.0, pool=0.0,
                     workers=2, baseline_mb=0.0, tile=TRAIN, layout=replace(TRAIN, columns=600))
 LAYOUT = pj.Counts(files=(10, 2, 3), configs=(5000.0, 4000.0, 1000.0), nodes=3000.0,
@@ -55,7 +56,8 @@ def test_train_files_are_read_up_to_max_read_configs_layout():
 
 
 def test_train_and_submit_are_rows_times_rounds_times_unit_costs():
-    t = pj.TrainUnits(load=1e-8, fit=2e-6, check=3e-7, predict=1e-7, memory=2.0, columns=300)
+    t = pj.TrainUnits(load=1e-8, fit=2e-6, check=3e-7, predict=1e-7, bin_memory=0.0,
+                      fit_memory=0.5, check_memory=2.0, columns=300)
     p = pj.project("tile:xla", TILE, replace(ZERO, tile=t, tile_file=0.01))
     train, valid, test = 100 * 500, 10 * 1500, 20 * 1500   # tile train graphs keep 500 rows
     assert p.train_rows == train
@@ -63,23 +65,37 @@ def test_train_and_submit_are_rows_times_rounds_times_unit_costs():
                                       + valid * ROUNDS * 3e-7)
     assert p.submit_s == pytest.approx(20 * 0.01 / 2 + test * 300 * 1e-8 + test * ROUNDS * 1e-7)
     assert p.build_s == pytest.approx(110 * 0.01 / 2)
-    # train holds one matrix at a time: the larger of its train and valid rows
-    assert p.peak_mb == pytest.approx(2.0 * train * 300 * 4 / 2**20)
-    few = pj.project("tile:xla", replace(TILE, files=(1, 10, 20)), replace(ZERO, tile=t))
+    # the train rows are held as bins while fitted, the valid or test rows whole while
+    # predicted: the larger of the two
+    assert p.peak_mb == pytest.approx(max(0.5 * train * 4, 2.0 * test * 4, train * 16)
+                                      * 300 / 2**20)
+    binned = replace(t, fit_memory=5.0)
+    assert pj.project("tile:xla", TILE, replace(ZERO, tile=binned)).peak_mb == \
+        pytest.approx(5.0 * train * 300 * 4 / 2**20)
+    # binning: per row, and LightGBM's sample of at most SAMPLE_ROWS rows in float64, twice
+    sampled = replace(t, bin_memory=2.5)
+    assert pj.project("tile:xla", TILE, replace(ZERO, tile=sampled)).peak_mb == \
+        pytest.approx((2.5 * train * 300 * 4 + train * 300 * 16) / 2**20)
+    big = replace(TILE, files=(1000, 10, 20))   # 500,000 train rows: the sample stops growing
+    assert pj.project("tile:xla", big, replace(ZERO, tile=sampled)).peak_mb == \
+        pytest.approx((2.5 * 500_000 * 300 * 4 + pj.SAMPLE_ROWS * 300 * 16) / 2**20)
+    few = pj.project("tile:xla", replace(TILE, files=(1, 10, 0)), replace(ZERO, tile=t))
     assert few.peak_mb == pytest.approx(2.0 * valid * 300 * 4 / 2**20)
+    assert 2.0 * valid * 4 > 500 * 16    # the valid rows' above the sample of 500 train rows
 
 
 def test_the_report_judges_the_targets_at_full_size_and_names_the_dominant_stage():
     p = [pj.Projection("tile:xla", 100.0, 1500.0, 300.0, 10, 7000.0),
          pj.Projection("layout:nlp:random", 60.0, 0.0, 0.0, 10, 9000.0)]
     judged = pj.format_projection(p, 1000.0, judged=True)
-    assert judged[-2] == ("end to end 32.7 min, peak 10,000 MB; 30-minute target MISSED, "
-                          "8,192 MB target MISSED")
+    assert judged[-2] == ("end to end 32.7 min, peak 10,000 MB; 12-minute target MISSED, "
+                          "4,096 MB target MISSED")
     assert judged[-1] == "dominant: train of tile:xla, 25.0 min (77% of the total)"
     assert judged[2].split() == ["tile:xla", "100", "1500", "300", "10", "7000"]
     assert "target" not in "\n".join(pj.format_projection(p, 1000.0, judged=False))
-    fits = pj.format_projection([replace(p[0], train_s=100.0)], 100.0, judged=True)
-    assert fits[-2].endswith("30-minute target met, 8,192 MB target met")
+    fits = pj.format_projection([replace(p[0], train_s=100.0, peak_mb=3000.0)], 100.0,
+                                judged=True)
+    assert fits[-2].endswith("12-minute target met, 4,096 MB target met")
 
 
 def test_download_counts_stay_within_the_largest_published_file():
@@ -89,11 +105,13 @@ def test_download_counts_stay_within_the_largest_published_file():
             assert configs * n.config_nodes <= pj.MAX_CONFIG_NODE_UNITS, collection
 
 
-def _train_notes(rows, columns, rounds, fit, check, predict, load, x_mb):
+def _train_notes(rows, columns, rounds, fit, check, predict, load, x_mb, peaks):
     return {"rows": rows, "columns": columns, "rounds": rounds, "x_mb": x_mb,
             "loaded_values": rows * columns, "load_s": load * rows * columns,
-            "fit": fit * rows * rounds, "validate": predict * rows * rounds,
-            "report data": (check - predict) * rows * rounds}
+            "bin": 0.25 * fit * rows * rounds, "fit": 0.75 * fit * rows * rounds,
+            "validate": predict * rows * rounds, "report data": (check - predict) * rows * rounds,
+            "bin_peak_mb": peaks[0] + pj.sample_mb(rows, columns), "fit_peak_mb": peaks[0],
+            "check_peak_mb": peaks[1]}
 
 
 def test_unit_costs_recover_the_costs_behind_the_stage_times():
@@ -111,8 +129,8 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
              run.TRAIN.format(kind="layout", rounds=spec.train_rounds): (20.0, 500.0)}
     stages = [st.Stage(name, [st.Run(*v)]) for name, v in times.items()]
     notes = {"graph_tables_s": tables, "train": {
-        "tile": _train_notes(400_000, 300, 100, 3e-6, 4e-7, 1e-7, 6e-8, 500.0),
-        "layout": _train_notes(50_000, 650, 100, 8e-6, 9e-7, 2e-7, 5e-8, 100.0)}}
+        "tile": _train_notes(400_000, 300, 100, 3e-6, 4e-7, 1e-7, 6e-8, 500.0, (550.0, 1300.0)),
+        "layout": _train_notes(50_000, 650, 100, 8e-6, 9e-7, 2e-7, 5e-8, 100.0, (500.0, 400.0))}}
     r = run.BenchResult(spec, st.Inputs(Path("x"), False), st.conditions(), (0.0,) * 3, stages,
                         notes, w)
     u = run.unit_costs(r)
@@ -120,5 +138,5 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
     assert u.graph == pytest.approx(tables / spec.layout_nodes)
     assert u.entry == pytest.approx(entry) and u.pool == 1.2 and u.baseline_mb == 300.0
     assert u.tile_file == pytest.approx(10.0 * w / spec.tile_kernels)
-    assert u.tile == pytest.approx(pj.TrainUnits(6e-8, 3e-6, 4e-7, 1e-7, 2.0, 300))
-    assert u.layout == pytest.approx(pj.TrainUnits(5e-8, 8e-6, 9e-7, 2e-7, 2.0, 650))
+    assert u.tile == pytest.approx(pj.TrainUnits(6e-8, 3e-6, 4e-7, 1e-7, 0.5, 0.5, 2.0, 300))
+    assert u.layout == pytest.approx(pj.TrainUnits(5e-8, 8e-6, 9e-7, 2e-7, 2.0, 2.0, 1.0, 650))

@@ -112,3 +112,32 @@ def test_lambdarank_fit_leaves_the_matrix_as_it_was(rng):
     before.flags.writeable = False                      # the plain X[order] copy
     np.testing.assert_array_equal(moved.predict(data), LambdaRank(params).fit(frozen)
                                   .predict(frozen))
+
+
+def test_the_seeds_share_one_probe_and_its_rounds(rng, monkeypatch):
+    """fit_seeds: one early-stopping probe (the first seed's) and one refit per seed, all for
+    the probe's rounds; the rows are binned once for every fit."""
+    import lightgbm as lgb
+
+    from models.training import binned, runs
+
+    data = make_ranking(rng, [120] * 10)
+    data = replace(data, graph_ids=tuple(f"{'vwxyz'[i % 5]}net_batch_{i}" for i in range(10)),
+                   collection="layout:xla:random")
+    cfg = runs.TrainConfig(seeds=3, seed=4, overrides={"n_estimators": 200, "early_stopping": 5,
+                                                       "learning_rate": 0.3})
+    trained, constructed = [], []
+    real_train, real_dataset = lgb.train, binned.lgb.Dataset
+    monkeypatch.setattr(lgb, "train", lambda params, *a, **k: trained.append(
+        (params["seed"], bool(k.get("valid_sets")))) or real_train(params, *a, **k))
+    monkeypatch.setattr(binned.lgb, "Dataset", lambda *a, **k: constructed.append(1)
+                        or real_dataset(*a, **k))
+    models = runs.fit_seeds(cfg, data)
+    assert trained == [(4, True), (4, False), (5, False), (6, False)]
+    assert len(constructed) == 1
+    rounds = {m.stopped_at_ for m in models}
+    assert len(rounds) == 1 and 1 <= rounds.pop() < 200
+    assert {m.booster_.current_iteration() for m in models} == {models[0].stopped_at_}
+    # the seeds differ (bagging, feature sampling, sub-groups of the one binning)
+    preds = [m.predict(data) for m in models]
+    assert not np.array_equal(preds[0], preds[1])

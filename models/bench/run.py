@@ -126,12 +126,15 @@ def _round(run: st.Recorder, spec: st.BenchSpec, inputs: st.Inputs, work: Path,
     return {"graph_tables_s": tables, "train": train}
 
 
-def _train_units(m: dict, peak_mb: float, baseline_mb: float) -> pj.TrainUnits:
+def _train_units(m: dict, baseline_mb: float) -> pj.TrainUnits:
     per = 1.0 / (m["rows"] * m["rounds"])   # every train row is also a valid row
-    return pj.TrainUnits(load=m["load_s"] / m["loaded_values"], fit=m["fit"] * per,
+    return pj.TrainUnits(load=m["load_s"] / m["loaded_values"], fit=(m["bin"] + m["fit"]) * per,
                          check=(m["validate"] + m["report data"]) * per,
                          predict=m["validate"] * per,
-                         memory=max(peak_mb - baseline_mb, 0.0) / m["x_mb"],
+                         bin_memory=max(m["bin_peak_mb"] - baseline_mb - pj.sample_mb(
+                             m["rows"], m["columns"]), 0.0) / m["x_mb"],
+                         fit_memory=max(m["fit_peak_mb"] - baseline_mb, 0.0) / m["x_mb"],
+                         check_memory=max(m["check_peak_mb"] - baseline_mb, 0.0) / m["x_mb"],
                          columns=int(m["columns"]))
 
 
@@ -151,8 +154,7 @@ def unit_costs(r: BenchResult) -> pj.UnitCosts:
     per_both = max(every, 0.0) / (c * nc)
     read = max((default / nc - done * per_both) / max(read_c - done, 1.0), 0.0)
     base_mb = stage[BASELINE].peak_rss_mb
-    train = {kind: _train_units(notes["train"][kind], stage[TRAIN.format(
-        kind=kind, rounds=s.train_rounds)].peak_rss_mb, base_mb) for kind in ("tile", "layout")}
+    train = {kind: _train_units(notes["train"][kind], base_mb) for kind in ("tile", "layout")}
     return pj.UnitCosts(read=read, featurize=max(per_both - read, 0.0),
                         graph=tables / s.layout_nodes,
                         tile_file=stage[TILE_BUILD.format(workers=w)].seconds * w / s.tile_kernels,

@@ -25,10 +25,15 @@ from features.hlo import read_hlo
 from features.npz.read import read_graph
 from features.rows.table import graph_static
 from features.cache.workers import WorkerPool, process_pool
+from models.training.memory import peak_rss_mb
 from models.training.runs import TrainConfig, train_collection
+from models.training.selection import fit_all
 
 LIBRARIES = ("numpy", "numba", "lightgbm", "xgboost", "polars")
 FEW_CONFIGS = 2   # the layout graph with this many configs: what a file costs besides them
+# train_collection's stages (diagnostics.Stopwatch) while the train rows are held, and after
+FIT_STAGES = ("load", "fit", "cross-validate")
+CHECK_STAGES = ("load valid", "validate", "report data")
 ALL_CONFIGS = FeatureConfig(max_train_configs_layout=0, max_train_configs_tile=0,
                             max_read_configs_layout=0)
 
@@ -88,15 +93,6 @@ class Stage:
             raise ValueError(f"{self.name!r} has {len(self.runs)} runs, {floor.name!r} "
                              f"{len(floor.runs)}: ratios need one pair per round")
         return [r.seconds / f.seconds for r, f in zip(self.runs, floor.runs)]
-
-
-def peak_rss_mb() -> float:
-    """This process's own peak RSS (VmHWM; a spawned child's ru_maxrss starts at its parent's)."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0  # kB
-    raise RuntimeError("/proc/self/status has no VmHWM line: the bench needs Linux")
 
 
 def _timed_call(fn, args):
@@ -279,22 +275,32 @@ def pool_start_stage(workers: int) -> int:
 
 def train_stage(entry: Path, rounds: int, graph_rows: int = 0, max_rows: int = 0) -> dict:
     """`train`'s own code on one collection (models/training/runs.train_collection), the train
-    rows doubling as valid rows, the probe and the refit both at `rounds` rounds. graph_rows:
-    a one-graph layout entry's first max_rows rows split into graphs of that many rows."""
+    rows doubling as valid rows, the probe and the refit both at `rounds` rounds; the peak RSS
+    while fitting and while checking. The train rows are streamed from the entry into their
+    bins, as `train` does; graph_rows: a one-graph layout entry's first max_rows rows split
+    into graphs of that many rows, held in memory (so the fit's peak holds them too: an upper
+    bound)."""
     start = time.perf_counter()
     data = load_entry(entry)
     load_s, loaded = time.perf_counter() - start, data.X.size
     if graph_rows:
         data = as_graphs(data, graph_rows, max_rows)
+    shape, x_mb = data.X.shape, data.X.nbytes / 2**20
+    train = valid = data if graph_rows else entry
+    del data
     cfg = TrainConfig(overrides={"n_estimators": rounds, "early_stopping": rounds + 1})
 
     def every_round(model, train):   # the refit runs every round too, not the probe's best
-        return type(model)(replace(model.params, n_estimators=rounds)).fit(train, None)
+        return fit_all(type(model)(replace(model.params, n_estimators=rounds)), train)
     with tempfile.TemporaryDirectory() as out:
-        result = train_collection(cfg, data, data, Path(out), fit_final=every_round,
+        result = train_collection(cfg, train, valid, Path(out), fit_final=every_round,
                                   log=lambda _: None)
-    return {"rows": data.X.shape[0], "columns": data.X.shape[1], "x_mb": data.X.nbytes / 2**20,
-            "rounds": rounds, "load_s": load_s, "loaded_values": loaded, **result.stages}
+    peaks = result.stage_peak_mb
+    return {"rows": shape[0], "columns": shape[1], "x_mb": x_mb, "rounds": rounds,
+            "load_s": load_s, "loaded_values": loaded, **result.stages,
+            "bin_peak_mb": peaks.get("bin", 0.0),
+            "fit_peak_mb": max(peaks.get(k, 0.0) for k in FIT_STAGES),
+            "check_peak_mb": max(peaks.get(k, 0.0) for k in CHECK_STAGES)}
 
 
 def as_graphs(data, graph_rows: int, max_rows: int):

@@ -22,6 +22,7 @@ import xgboost.dask as dxgb
 from features import FeatureSet
 
 from models.training.base import qid_from_ptr
+from models.training.binned import BinnedRows
 from models.training.lgbm import LambdaRank, safe_names
 from models.training.xgb import XGBoostRank
 
@@ -29,12 +30,14 @@ from models.training.xgb import XGBoostRank
 def cluster_fit(client):
     """fit(model, train) -> model for models/training/selection.py: the model trained on `client`'s
     cluster for its params.n_estimators rounds (no early stopping there: see selection.py)."""
-    def fit(model, train: FeatureSet):
+    def fit(model, train: FeatureSet | BinnedRows):
+        train = train.matrix if isinstance(train, BinnedRows) else train
         if isinstance(model, XGBoostRank):
             _fit_xgboost(client, model, train)
         else:
             _fit_lightgbm(client, model, train)
         return model
+    fit.needs_matrix = True    # the rows go to the workers: runs.fit_source keeps them whole
     return fit
 
 
@@ -64,7 +67,9 @@ def _scatter_parts(client, group_sizes: np.ndarray, *columns: np.ndarray, groups
         if groups is not None:
             pieces.append(groups[bounds[p]:bounds[p + 1]])
         for i, piece in enumerate(pieces):
-            future = client.scatter(piece, workers=[worker])
+            # Unhashed keys: a key made from the data is shared by the next fit of the same rows
+            # (the seeds' refits), and released under it when this fit's futures go.
+            future = client.scatter(piece, workers=[worker], hash=False)
             out[i].append(da.from_delayed(delayed(future), piece.shape, piece.dtype))
     return [da.concatenate(parts) for parts in out]
 

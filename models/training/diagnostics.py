@@ -28,6 +28,7 @@ from features.rows.feature_set import graph_slices
 from features.schema import is_tile
 
 from models import metrics
+from models.training import memory
 
 HISTORY_POINTS = 50   # validation scores computed per seed along the boosting rounds
 # ... on the first validation graphs up to this many rows: each point is a LightGBM predict call,
@@ -37,18 +38,23 @@ HISTORY_ROWS = 20_000
 
 
 class Stopwatch:
-    """Wall seconds per named stage, summed over repeated entries."""
+    """Wall seconds per named stage, summed over repeated entries, and the process's peak
+    resident MB within each (where Linux lets the peak be reset; else none)."""
 
     def __init__(self):
         self.seconds: dict[str, float] = {}
+        self.peak_mb: dict[str, float] = {}
 
     @contextmanager
     def __call__(self, stage: str):
-        start = time.perf_counter()
+        start, resets = time.perf_counter(), memory.reset_peak()
         try:
             yield
         finally:
             self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+            peak = memory.stage_peak_mb() if resets else None
+            if peak is not None:
+                self.peak_mb[stage] = max(self.peak_mb.get(stage, 0.0), peak)
 
 
 def default_first_per_graph(data: FeatureSet, is_default: np.ndarray | None) -> np.ndarray:

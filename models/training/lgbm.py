@@ -21,7 +21,7 @@ from models.cli.settings import at_least, fractions, positive
 
 from models import metrics
 from models.training.progress import lightgbm_callback, rounds_bar
-from models.training.row_order import rows_in_order
+from models.training.binned import BinnedRows, bin_rows, safe_names
 from models.training.base import (MAX_LGBM_GROUP, read_params, round_grid, runtime_to_grade,
                                   split_groups, standardized_log_runtime, write_params)
 
@@ -87,13 +87,16 @@ REGRESSION_DEFAULTS = {"layout": RegressionParams(), "tile": RegressionParams()}
 
 
 # Column-wise histograms: built only for the features a tree samples (10-20% less per round on
-# dev rows, models/records/).
+# dev rows, models/records/). No pre-filter of the features min_data_in_leaf cannot split: rows
+# streamed into bins (binned.py) are binned without min_data_in_leaf (LightGBM passes only its
+# dataset parameters there), so with it the streamed and in-memory bins would differ.
 def _common(p) -> dict:
     return {"learning_rate": p.learning_rate, "num_leaves": p.num_leaves,
             "min_data_in_leaf": p.min_data_in_leaf, "feature_fraction": p.feature_fraction,
             "bagging_fraction": p.bagging_fraction, "bagging_freq": p.bagging_freq,
             "lambda_l2": p.lambda_l2, "num_threads": p.num_threads, "seed": p.seed,
-            "deterministic": True, "force_col_wise": True, "verbosity": -1, "metric": "None"}
+            "deterministic": True, "force_col_wise": True, "verbosity": -1, "metric": "None",
+            "feature_pre_filter": False}
 
 
 def metric_feval(valid: FeatureSet):
@@ -102,7 +105,7 @@ def metric_feval(valid: FeatureSet):
     return lambda preds, _dataset: (name, score(preds), True)
 
 
-class _LightGBMRanker:
+class LightGBMRanker:
     """Shared fit/predict/save for the LightGBM objectives; subclasses say what to fit."""
 
     params_cls: type
@@ -112,38 +115,60 @@ class _LightGBMRanker:
         self.params = params
         self.best_iteration_ = 0
 
-    def training_rows(self, data: FeatureSet):
-        """(row order, or None for the rows as they are; target per row in that order; query
-        group sizes in that order, or None): what LightGBM trains on, here or on a cluster."""
+    def labels(self, data: FeatureSet) -> np.ndarray:
+        """(n,) the target of each of data's rows, in data's order."""
         raise NotImplementedError
+
+    def grouping(self, data: FeatureSet) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(row order, or None for the rows as they are; query group sizes in that order, or
+        None): the order permutes rows within their graphs only."""
+        return None, None
+
+    def training_rows(self, data: FeatureSet):
+        """(row order or None; target per row in that order; group sizes or None): what
+        LightGBM trains on, here or on a cluster."""
+        order, group = self.grouping(data)
+        y = self.labels(data)
+        return order, (y if order is None else y[order]), group
 
     def lgb_params(self) -> dict:
         """LightGBM's parameters for these settings (shared by local and Dask training)."""
         raise NotImplementedError
 
-    def _dataset(self, data: FeatureSet) -> lgb.Dataset:
-        """Built (binned) before the rows go back: LightGBM bins a float32 C-order X without
-        copying it, and frees its hold of X once built."""
-        order, y, group = self.training_rows(data)
-        with rows_in_order(data.X, order) as X:
-            return lgb.Dataset(X, y, group=group, feature_name=safe_names(data.columns),
-                               params=self.lgb_params()).construct()
-
     def fit(self, train: FeatureSet, valid: FeatureSet | None = None):
         """valid: graphs to early-stop on; train and valid may be views of one matrix
         (selection.fit_and_watched), so valid is binned here, while it holds its rows."""
-        train_set = self._dataset(train)
-        callbacks, valid_sets, feval = [], [], None
+        binned = bin_rows(train, list(train.columns), self.grouping, self.labels,
+                          self.lgb_params())
+        watched = None
         if valid is not None and valid.n_graphs:
-            valid_sets = [lgb.Dataset(valid.X, reference=train_set,
-                                      params=self.lgb_params()).construct()]
-            feval = metric_feval(valid)
+            watched = (lgb.Dataset(valid.X, reference=binned.dataset,
+                                   params=self.lgb_params()).construct(), valid)
+        return self._train(binned.dataset, watched, train.collection)
+
+    def fit_binned(self, binned: BinnedRows, graphs: np.ndarray | None = None,
+                   watched: np.ndarray | None = None):
+        """Fit the given graph positions of rows binned once (None: all of them), early-stopping
+        on the `watched` ones (None or empty: no early stopping)."""
+        watch = None
+        if watched is not None and watched.size:
+            watch = (binned.graph_set(watched, self.labels(binned.rows)),
+                     binned.rows.take_graphs(np.sort(watched)))
+        train_set = binned.graph_set(graphs, self.labels(binned.rows))
+        return self._train(train_set, watch, binned.rows.collection)
+
+    def _train(self, train_set: lgb.Dataset, watched, collection: str):
+        """watched: (its Dataset, its rows' targets and graphs) or None."""
+        callbacks, valid_sets, feval = [], [], None
+        if watched is not None:
+            valid_sets, feval = [watched[0]], metric_feval(watched[1])
             callbacks.append(lgb.early_stopping(self.params.early_stopping, verbose=False))
-        with rounds_bar(self.params.n_estimators, train.collection) as bar:
+        with rounds_bar(self.params.n_estimators, collection) as bar:
             self.booster_ = lgb.train(self.lgb_params(), train_set,
                                       num_boost_round=self.params.n_estimators,
                                       valid_sets=valid_sets, feval=feval,
                                       callbacks=callbacks + [lightgbm_callback(bar)])
+        self.booster_.free_dataset()    # the bins of a subset go with it
         self.best_iteration_ = self.booster_.best_iteration or self.booster_.current_iteration()
         return self
 
@@ -184,7 +209,7 @@ class _LightGBMRanker:
         return model
 
 
-class LambdaRank(_LightGBMRanker):
+class LambdaRank(LightGBMRanker):
     """LightGBM lambdarank over per-graph groups. Pick it by default: it optimises the order."""
 
     params_cls = LambdaRankParams
@@ -197,18 +222,18 @@ class LambdaRank(_LightGBMRanker):
                 "lambdarank_truncation_level": p.truncation_level,
                 "bagging_by_query": p.oversize == "bag"}
 
-    def training_rows(self, data: FeatureSet):
-        labels = runtime_to_grade(data.runtime, data.ptr, self.params.n_grades)
+    def labels(self, data: FeatureSet) -> np.ndarray:
+        return runtime_to_grade(data.runtime, data.ptr, self.params.n_grades)
+
+    def grouping(self, data: FeatureSet):
         sizes = data.group_sizes
         if sizes.size and sizes.max() <= self.params.max_group_size:
-            # No graph needs splitting: hand LightGBM the rows as they are, no copy of X.
-            return None, labels, sizes
-        order, sizes = split_groups(data.ptr, self.params.max_group_size,
-                                    np.random.default_rng(self.params.seed))
-        return order, labels[order], sizes
+            return None, sizes    # no graph needs splitting: the rows as they are
+        return split_groups(data.ptr, self.params.max_group_size,
+                            np.random.default_rng(self.params.seed))
 
 
-class Regression(_LightGBMRanker):
+class Regression(LightGBMRanker):
     """Pointwise LightGBM on within-graph standardised log runtime: the cheap reference."""
 
     params_cls = RegressionParams
@@ -216,16 +241,10 @@ class Regression(_LightGBMRanker):
     def lgb_params(self) -> dict:
         return {**_common(self.params), "objective": "regression"}
 
-    def training_rows(self, data: FeatureSet):
-        return None, standardized_log_runtime(data.runtime, data.ptr), None
+    def labels(self, data: FeatureSet) -> np.ndarray:
+        return standardized_log_runtime(data.runtime, data.ptr)
 
 
 class RegressionPartner(Regression):
     """A regression fitted beside a seed's lambdarank and averaged with it (runs.py's
     REGRESSION_PARTNER_COLLECTIONS): the same model, its own type so a run tells it apart."""
-
-
-def safe_names(columns) -> list[str]:
-    # LightGBM rejects JSON special characters in feature names.
-    return [c.replace(".", "__") for c in columns]
-

@@ -32,10 +32,12 @@ from features.schema import collection_kind, collection_slug
 from models.training import RANKERS, diagnostics
 from models import metrics
 from models.training.base import apply_overrides
-from models.training.lgbm import REGRESSION_DEFAULTS, RegressionParams, RegressionPartner
+from models.training.binned import BinnedRows, bin_rows, feature_columns
+from models.training.lgbm import (REGRESSION_DEFAULTS, LightGBMRanker, RegressionParams,
+                                  RegressionPartner)
 from models.training.node_learner import NODE_COLLECTIONS, NodeModel, NodeParams
 from models.training.run_files import mean_normalized, partner_kind
-from models.training.selection import family_folds, fit_family_stopped
+from models.training.selection import family_folds, fit_family_stopped, stopping_rounds
 
 MODELS_DIR = Path(__file__).resolve().parents[1]
 N_RANDOM_ORDERS = 5
@@ -117,6 +119,7 @@ class CollectionResult:
     rounds: list[int] = field(default_factory=list)  # per seed, chosen on held-out families
     default_per_graph: np.ndarray | None = None   # 'compiler default first' (models/diagnostics)
     stages: dict = field(default_factory=dict)    # wall seconds per training stage
+    stage_peak_mb: dict = field(default_factory=dict)   # the process's peak RSS within each
 
     @property
     def mean(self) -> float:
@@ -161,7 +164,8 @@ class CollectionResult:
                                       for s in (self.cv_per_graph if self.cv_per_graph
                                                 is not None else ())],
                 "seconds": round(self.seconds, 2),
-                **self._references(), "stages": {k: round(v, 3) for k, v in self.stages.items()}}
+                **self._references(), "stages": {k: round(v, 3) for k, v in self.stages.items()},
+                "stage_peak_mb": {k: round(v) for k, v in self.stage_peak_mb.items()}}
 
     def _references(self) -> dict:
         """Per-graph scores of random order and of 'compiler default first'."""
@@ -188,25 +192,60 @@ def random_reference(collection: str, data: FeatureSet, seed: int) -> np.ndarray
     return np.mean(np.vstack(draws), axis=0) if draws[0].size else draws[0]
 
 
-def fit_seeds(cfg: TrainConfig, train: FeatureSet, fit_final=None):
+def fit_source(cfg: TrainConfig, data: FeatureSet, split: Split | None = None,
+               fit_final=None) -> FeatureSet | BinnedRows:
+    """What every seed's ranker (and regression partner) fits: for LightGBM, the rows binned
+    once (binned.py), from data's matrix or, where data holds no columns, streamed from the
+    entry `split` (with data kept beside the bins where fit_final.needs_matrix: a cluster's
+    refits take the rows); for XGBoost, data as it is."""
+    cls, _ = RANKERS[cfg.ranker]
+    if not issubclass(cls, LightGBMRanker):
+        return data
+    first = cls(replace(cfg.params_for(data.collection), seed=cfg.seed))
+    source = data if data.columns or not isinstance(split, Path) else split
+    columns = data.columns if source is data else feature_columns(split, cfg.without)
+    binned = bin_rows(source, list(columns), first.grouping, first.labels, first.lgb_params(),
+                      bare=data)
+    return replace(binned, matrix=data) if getattr(fit_final, "needs_matrix", False) else binned
+
+
+def matrix_needed(cfg: TrainConfig, fit_final=None) -> bool:
+    """Whether training needs the float32 rows in memory, not only their bins: XGBoost, a
+    cluster's fits, and cross-validation (its held-out graphs are predicted)."""
+    cls, _ = RANKERS[cfg.ranker]
+    return (getattr(fit_final, "needs_matrix", False) or cfg.folds >= 2
+            or not issubclass(cls, LightGBMRanker))
+
+
+def fit_seeds(cfg: TrainConfig, train: FeatureSet | BinnedRows, fit_final=None):
     """One model per seed, each early-stopped on held-out train families (never on valid).
     fit_final: see selection.fit_family_stopped."""
     cls, _ = RANKERS[cfg.ranker]
-    params = cfg.params_for(train.collection)
-    return [fit_family_stopped(cls, replace(params, seed=cfg.seed + i), train, fit_final)
+    if isinstance(train, FeatureSet):
+        train = fit_source(cfg, train, fit_final=fit_final)
+    return seed_fits(cls, cfg.params_for(train.collection), cfg, train, fit_final)
+
+
+def seed_fits(cls, params, cfg: TrainConfig, train: FeatureSet | BinnedRows, fit_final) -> list:
+    """cfg.seeds fits of cls, seeds cfg.seed.., each on every train graph for the rounds one
+    probe (the first seed's) found on held-out train families."""
+    rounds = stopping_rounds(cls, replace(params, seed=cfg.seed), train)
+    return [fit_family_stopped(cls, replace(params, seed=cfg.seed + i), train, fit_final, rounds)
             for i in range(cfg.seeds)]
 
 
-def fit_partners(cfg: TrainConfig, train: FeatureSet, fit_final=None) -> list:
+def fit_partners(cfg: TrainConfig, train: FeatureSet, fit_final=None,
+                 source: FeatureSet | BinnedRows | None = None) -> list:
     """One partner per seed where the collection has them: node learners (train.nodes made)
-    or regressions (early-stopped like the rankers); else none."""
+    or regressions (early-stopped like the rankers, on `source` if given: fit_source's);
+    else none."""
     seeds = [cfg.seed + i for i in range(cfg.seeds)]
     node, regression = cfg.node_params(train.collection), cfg.regression_partner(train.collection)
     if node is not None and train.nodes is not None:
         return [NodeModel(replace(node, seed=s)).fit(train) for s in seeds]
     if regression is not None:
-        return [fit_family_stopped(RegressionPartner, replace(regression, seed=s), train,
-                                   fit_final) for s in seeds]
+        source = source if source is not None else fit_source(cfg, train, fit_final=fit_final)
+        return seed_fits(RegressionPartner, regression, cfg, source, fit_final)
     return []
 
 
@@ -252,10 +291,11 @@ def loaded(split: Split, columns: tuple[str, ...] | None = None) -> FeatureSet:
     return split if isinstance(split, FeatureSet) else load_entry(split, columns)
 
 
-def rows_of(split: Split, cfg: TrainConfig) -> FeatureSet:
-    """A split's rows without cfg.without's families; their node rows (built with them on
-    NODE_ROW_COLLECTIONS beside 'full' rows) kept only where the collection has a node learner."""
-    data = loaded(split).without(cfg.without)
+def rows_of(split: Split, cfg: TrainConfig, matrix: bool = True) -> FeatureSet:
+    """A split's rows without cfg.without's families (matrix False, from an entry: its targets
+    and graphs alone, no columns); their node rows (built with them on NODE_ROW_COLLECTIONS
+    beside 'full' rows) kept only where the collection has a node learner."""
+    data = loaded(split, None if matrix else ()).without(cfg.without)
     return data if cfg.node_params(data.collection) is not None else replace(data, nodes=None)
 
 
@@ -294,20 +334,23 @@ def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path
     once the train rows are let go: one matrix is held at a time."""
     start, clock = time.perf_counter(), diagnostics.Stopwatch()
     with clock("load"):
-        train = rows_of(train, cfg)
+        split, train = train, rows_of(train, cfg, matrix=matrix_needed(cfg, fit_final))
     partner = ("a node learner" if train.nodes is not None else
                "a regression" if cfg.regression_partner(train.collection) else None)
+    with clock("bin"):
+        source = fit_source(cfg, train, split, fit_final)
+    columns = source.columns
     log(f"training {cfg.ranker} on {train.collection}: {train.n_graphs} graphs, "
-        f"{train.X.shape[0]} rows x {train.X.shape[1]} features"
+        f"{train.runtime.size} rows x {len(columns)} features"
         + (f", with {partner} beside each seed" if partner else ""))
     with clock("fit"):
-        models = fit_seeds(cfg, train, fit_final)
-        partners = fit_partners(cfg, train, fit_final)
+        models = fit_seeds(cfg, source, fit_final)
+        partners = fit_partners(cfg, train, fit_final, source)
     with clock("cross-validate"):
         cv = cross_validate(cfg, train, fit_final)
-    columns, cv_ids = train.columns, train.graph_ids
-    del train
-    with clock("load"):
+    cv_ids = train.graph_ids
+    del train, source
+    with clock("load valid"):
         valid = rows_of(valid, cfg)
     with clock("validate"):
         for i, m in enumerate(models):
@@ -323,7 +366,7 @@ def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path
         time.perf_counter() - start, cv_graph_ids=cv_ids, cv_per_graph=cv,
         ranker_seed_means=ranker_means, rounds=[int(m.stopped_at_) for m in models],
         default_per_graph=diagnostics.default_first_per_graph(valid, is_default),
-        stages=clock.seconds)
+        stages=clock.seconds, stage_peak_mb=clock.peak_mb)
 
 
 def validate(models: list, partners: list, valid: FeatureSet):

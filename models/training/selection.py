@@ -2,8 +2,9 @@
 
 The held-out test of the competition (and our acceptance test) holds other model families, so
 every number that picks a setting is measured on families the model did not train on:
-- early stopping watches an inner split of the train graphs by family, then the model is refit on
-  all train graphs for the rounds found there; the valid graphs only ever report;
+- early stopping watches an inner split of the train graphs by family (one probe, the first
+  seed's, for all the seeds of a run), then each seed's model is refit on all train graphs for
+  the rounds found there; the valid graphs only ever report;
 - cross-validation holds out whole families (leave-one-family-out when folds >= families).
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from features import FeatureSet
 
+from models.training.binned import BinnedRows
 from models.training.row_order import rows_in_order
 
 # Tile kernels are named <program>_<signed 64-bit hex fingerprint>; the program is the unit.
@@ -70,25 +72,48 @@ def early_stop_split(data: FeatureSet, seed: int) -> tuple[np.ndarray, np.ndarra
     return np.flatnonzero(~watched), np.flatnonzero(watched)
 
 
-def fit_family_stopped(cls, params, train: FeatureSet, fit_final=None):
+def fit_family_stopped(cls, params, train: FeatureSet | BinnedRows, fit_final=None,
+                       rounds: int | None = None):
     """Early-stop on held-out train families, then refit on every train graph for the rounds
     found. Returns the refit model; its `stopped_at_` records the rounds chosen.
 
-    fit_final(model, train) -> model makes the refit (default: model.fit(train)); a Dask
-    cluster's (models/training/dask_train.py) makes it there. The probe that finds the rounds always
-    runs here: distributed LightGBM has no early stopping, and the probe needs the metric of
-    whole held-out graphs, which no single worker holds."""
-    fit_final = fit_final or (lambda model, data: model.fit(data, None))
-    fit_idx, watch_idx = early_stop_split(train, params.seed)
-    if watch_idx.size == 0:
-        model = fit_final(cls(params), train)
-        model.stopped_at_ = params.n_estimators
-        return model
-    with fit_and_watched(train, fit_idx, watch_idx) as (fit, watched):
-        rounds = max(1, cls(params).fit(fit, watched).best_iteration_)
+    train: rows in memory, or binned once for every fit (binned.py; LightGBM rankers only).
+    rounds: found already by stopping_rounds (the seeds of a run share one probe); None: probe
+    here. fit_final(model, train) -> model makes the refit (default: fit_all); a Dask cluster's
+    (models/training/dask_train.py) makes it there. The probe always runs here: distributed
+    LightGBM has no early stopping, and the probe needs the metric of whole held-out graphs,
+    which no single worker holds."""
+    fit_final = fit_final or fit_all
+    rounds = stopping_rounds(cls, params, train) if rounds is None else rounds
     model = fit_final(cls(replace(params, n_estimators=rounds)), train)
     model.stopped_at_ = rounds
     return model
+
+
+def stopping_rounds(cls, params, train: FeatureSet | BinnedRows) -> int:
+    """The rounds early stopping finds for these settings on held-out train families (a probe
+    fitted on the others); params.n_estimators with a single family (nothing honest to watch)."""
+    fit_idx, watch_idx = early_stop_split(_rows(train), params.seed)
+    if watch_idx.size == 0:
+        return params.n_estimators
+    return max(1, probe(cls(params), train, fit_idx, watch_idx).best_iteration_)
+
+
+def fit_all(model, train: FeatureSet | BinnedRows):
+    """The model fitted on every graph of train, for its params.n_estimators rounds."""
+    return model.fit_binned(train) if isinstance(train, BinnedRows) else model.fit(train, None)
+
+
+def probe(model, train: FeatureSet | BinnedRows, fit_idx: np.ndarray, watch_idx: np.ndarray):
+    """The model fitted on the graphs fit_idx, early-stopped on the graphs watch_idx."""
+    if isinstance(train, BinnedRows):
+        return model.fit_binned(train, fit_idx, watch_idx)
+    with fit_and_watched(train, fit_idx, watch_idx) as (fit, watched):
+        return model.fit(fit, watched)
+
+
+def _rows(train: FeatureSet | BinnedRows) -> FeatureSet:
+    return train.rows if isinstance(train, BinnedRows) else train
 
 
 @contextmanager
