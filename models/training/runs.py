@@ -37,7 +37,7 @@ from models.training.lgbm import (REGRESSION_DEFAULTS, LightGBMRanker, Regressio
                                   RegressionPartner)
 from models.training.node_learner import NODE_COLLECTIONS, NodeModel, NodeParams
 from models.training.run_files import mean_normalized, partner_kind
-from models.training.selection import family_folds, fit_family_stopped, stopping_rounds
+from models.training.selection import family_folds, fit_family_stopped
 
 MODELS_DIR = Path(__file__).resolve().parents[1]
 N_RANDOM_ORDERS = 5
@@ -227,10 +227,9 @@ def fit_seeds(cfg: TrainConfig, train: FeatureSet | BinnedRows, fit_final=None):
 
 
 def seed_fits(cls, params, cfg: TrainConfig, train: FeatureSet | BinnedRows, fit_final) -> list:
-    """cfg.seeds fits of cls, seeds cfg.seed.., each on every train graph for the rounds one
-    probe (the first seed's) found on held-out train families."""
-    rounds = stopping_rounds(cls, replace(params, seed=cfg.seed), train)
-    return [fit_family_stopped(cls, replace(params, seed=cfg.seed + i), train, fit_final, rounds)
+    """cfg.seeds fits of cls, seeds cfg.seed.., each on every train graph for the rounds its own
+    probe found on held-out train families (the seeds watch different families)."""
+    return [fit_family_stopped(cls, replace(params, seed=cfg.seed + i), train, fit_final)
             for i in range(cfg.seeds)]
 
 

@@ -2,9 +2,8 @@
 
 The held-out test of the competition (and our acceptance test) holds other model families, so
 every number that picks a setting is measured on families the model did not train on:
-- early stopping watches an inner split of the train graphs by family (one probe, the first
-  seed's, for all the seeds of a run), then each seed's model is refit on all train graphs for
-  the rounds found there; the valid graphs only ever report;
+- early stopping watches an inner split of the train graphs by family, then the model is refit on
+  all train graphs for the rounds found there; the valid graphs only ever report;
 - cross-validation holds out whole families (leave-one-family-out when folds >= families).
 """
 from __future__ import annotations
@@ -78,8 +77,7 @@ def fit_family_stopped(cls, params, train: FeatureSet | BinnedRows, fit_final=No
     found. Returns the refit model; its `stopped_at_` records the rounds chosen.
 
     train: rows in memory, or binned once for every fit (binned.py; LightGBM rankers only).
-    rounds: found already by stopping_rounds (the seeds of a run share one probe); None: probe
-    here. fit_final(model, train) -> model makes the refit (default: fit_all); a Dask cluster's
+    rounds: found already by stopping_rounds; None: probe here. fit_final(model, train) -> model makes the refit (default: fit_all); a Dask cluster's
     (models/training/dask_train.py) makes it there. The probe always runs here: distributed
     LightGBM has no early stopping, and the probe needs the metric of whole held-out graphs,
     which no single worker holds."""
