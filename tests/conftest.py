@@ -42,6 +42,14 @@ def dev_npz() -> Path:
 
 
 QUICK = ["--set", "n_estimators=40", "--set", "early_stopping=10"]
+# The tiny tree's tile graphs hold about 300 train rows: leaves of tile's default 100 rows leave a
+# tree a split or two, ties decide the picks, and whether a run beats random is a coin toss.
+QUICK_LGBM = [*QUICK, "--set", "min_data_in_leaf=20"]
+
+
+def quick(ranker: str = "lambdarank") -> list[str]:
+    """QUICK's settings for a ranker (XGBoost has no min_data_in_leaf)."""
+    return QUICK if ranker == "xgboost" else QUICK_LGBM
 
 
 @pytest.fixture(scope="session")
@@ -52,7 +60,7 @@ def trained(tiny_root, tmp_path_factory):
     cache = tmp_path_factory.mktemp("cache")
     common = ["--data-dir", str(tiny_root), "--cache-dir", str(cache), "--workers", "1"]
     assert pipeline.main(["build-features", *common]) == 0
-    assert pipeline.main(["train", "--ranker", "lambdarank", *common, *QUICK]) == 0
+    assert pipeline.main(["train", "--ranker", "lambdarank", *common, *QUICK_LGBM]) == 0
     return cache, common
 
 

@@ -19,7 +19,7 @@ from features.npz.find import list_npz
 from features.npz.read import count_configs
 from features.schema import COLLECTIONS
 
-from .conftest import QUICK
+from .conftest import QUICK, quick
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -147,7 +147,7 @@ def test_every_ranker_beats_random_order_on_the_sample(ranker, trained, tmp_path
     """Floors below the worst of three seeds per ranker on this tiny sample (lowest seen over
     seeds 0-2: xla:random +0.86, nlp:default +0.46, tile +0.19 above random)."""
     cache, common = trained
-    code = pipeline.main(["train", "--ranker", ranker, *common, *QUICK, "--collections",
+    code = pipeline.main(["train", "--ranker", ranker, *common, *quick(ranker), "--collections",
                           "tile:xla", "layout:xla:random", "layout:nlp:default"])
     assert code == 0
     record = max((json.loads(p.read_text()) for p in (cache / "runs").glob("*/run.json")
