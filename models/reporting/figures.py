@@ -135,7 +135,10 @@ def stage_times(stages: dict[str, dict[str, float]]) -> Figure:
     """Stacked horizontal bars: one bar per collection, one segment per stage."""
     collections = list(stages)[::-1]
     names = list(dict.fromkeys(s for c in collections for s in stages[c]))
-    fig = Figure(figsize=(10, 0.45 * len(collections) + 1.5), layout="constrained")
+    ncol = min(len(names), 5)
+    legend_rows = -(-len(names) // ncol) if names else 0
+    fig = Figure(figsize=(10, 0.45 * len(collections) + 1.5 + 0.25 * legend_rows),
+                 layout="constrained")
     ax = fig.subplots()
     left = np.zeros(len(collections))
     for name in names:
@@ -146,7 +149,7 @@ def stage_times(stages: dict[str, dict[str, float]]) -> Figure:
     ax.set_xlabel("wall seconds")
     ax.grid(alpha=0.3, axis="x")
     # below the axes, not inside: inside, it covered the longest (bottom) bar
-    fig.legend(fontsize=8, ncol=min(len(names), 7), loc="outside lower center")
+    fig.legend(fontsize=8, ncol=ncol, loc="outside lower center")
     return fig
 
 
