@@ -71,18 +71,17 @@ def early_stop_split(data: FeatureSet, seed: int) -> tuple[np.ndarray, np.ndarra
     return np.flatnonzero(~watched), np.flatnonzero(watched)
 
 
-def fit_family_stopped(cls, params, train: FeatureSet | BinnedRows, fit_final=None,
-                       rounds: int | None = None):
+def fit_family_stopped(cls, params, train: FeatureSet | BinnedRows, fit_final=None):
     """Early-stop on held-out train families, then refit on every train graph for the rounds
     found. Returns the refit model; its `stopped_at_` records the rounds chosen.
 
     train: rows in memory, or binned once for every fit (binned.py; LightGBM rankers only).
-    rounds: found already by stopping_rounds; None: probe here. fit_final(model, train) -> model makes the refit (default: fit_all); a Dask cluster's
+    fit_final(model, train) -> model makes the refit (default: fit_all); a Dask cluster's
     (models/training/dask_train.py) makes it there. The probe always runs here: distributed
     LightGBM has no early stopping, and the probe needs the metric of whole held-out graphs,
     which no single worker holds."""
     fit_final = fit_final or fit_all
-    rounds = stopping_rounds(cls, params, train) if rounds is None else rounds
+    rounds = stopping_rounds(cls, params, train)
     model = fit_final(cls(replace(params, n_estimators=rounds)), train)
     model.stopped_at_ = rounds
     return model
