@@ -11,8 +11,8 @@ from models.api.node_effects import NodeEffects
 from models.tuning.search import SearchSettings, evolve
 from models.tuning.space import (LayoutSpace, allowed_ranks, group_code, group_codes,
                                  group_lengths, invalid_configs)
-from models.tuning.tuner import (Blind, Frozen, MeasureError, TuneSettings, reference_configs,
-                                 tune)
+from models.tuning.tuner import (Blind, Frozen, MeasureError, TuneSettings, choose,
+                                 reference_configs, tune)
 
 # 12 configurable nodes: output and input groups of rank 2 or 3, two convs with a kernel
 RANKS = np.array([[2, 2, 0]] * 6 + [[3, 3, 0]] * 4 + [[3, 3, 3]] * 2)
@@ -209,3 +209,15 @@ def test_evolution_climbs_a_perfect_model():
                      space.default(1), rng, SearchSettings(proposals=200, generations=12))
     configs, scores, _ = archive.arrays()
     assert -scores.max() == pytest.approx(OPTIMUM)
+
+
+def test_the_choice_takes_the_best_scored_and_explores_by_the_upper_bound():
+    scores = np.array([5.0, 4.0, 3.0, 2.0, 1.0, 0.0])
+    spread = np.array([0.0, 0.0, 0.0, 0.0, 10.0, 20.0])
+    fresh = np.array([False, True, True, True, True, True])      # the best is measured
+    # two by score, one (at most half of 3) by score + 1 x spread: 0.0 + 20 beats 1.0 + 10
+    np.testing.assert_array_equal(choose(scores, spread, fresh, 3, 1, 1.0), [1, 2, 5])
+    # no config twice: the upper bound's best is taken by score already
+    np.testing.assert_array_equal(choose(scores, spread * 0, fresh, 4, 2, 1.0), [1, 2, 3, 4])
+    np.testing.assert_array_equal(choose(scores, spread, fresh, 1, 2, 1.0), [1])   # k // 2 = 0
+    assert choose(scores, spread, np.zeros(6, bool), 3, 1, 1.0).size == 0

@@ -16,7 +16,8 @@ from models.metrics import kendall_tau_b
 from models.api.node_effects import EffectsParams
 from models.api.refine import refine
 from models.reporting.figures import tuning_curves
-from models.evaluation.tune_sim import random_best
+from models.evaluation.tune_sim import SimSettings, _picks, distinct_pool, random_best
+from models.api.candidates import read_candidates
 
 GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
 
@@ -149,6 +150,24 @@ def test_random_best_is_the_mean_over_every_draw(rng):
     for k in (1, 3, 9):
         draws = [runtime[list(c)].min() for c in itertools.combinations(range(9), k)]
         assert random_best(runtime, k) == pytest.approx(np.mean(draws))
+
+
+def test_a_pool_holds_each_config_once_and_no_search_measures_one_twice(trained_run, tiny_npz):
+    """A file's repeated configs (a genetic search measures its default again and again) are
+    one candidate of their mean runtime; the model's searches never pick a config twice."""
+    path = list_npz(tiny_npz, "layout:xla:random", "valid")[0]
+    g = read_candidates(path, "layout:xla:random")
+    configs = g.node_config_feat[:3]
+    assert len({c.tobytes() for c in configs}) == 3
+    repeated = g._replace(node_config_feat=configs[[0, 1, 0, 2, 1, 0]])
+    pool, runtime = distinct_pool(repeated, np.array([1.0, 2.0, 3.0, 4.0, 6.0, 5.0]))
+    np.testing.assert_array_equal(pool.node_config_feat, configs)
+    np.testing.assert_allclose(runtime, [3.0, 4.0, 4.0])
+    whole, runtime = distinct_pool(g, np.arange(1.0, 1.0 + g.node_config_feat.shape[0]))
+    settings = SimSettings(budgets=(5, 12), round_size=4)
+    for learn in (False, True):
+        picks = _picks(CostModel.load(trained_run), whole, runtime, settings, learn)
+        assert len(picks) == min(12, runtime.size) == len(set(picks.tolist()))
 
 
 def test_tune_sim_measures_three_searches_on_validation_graphs(trained, trained_run, capsys):

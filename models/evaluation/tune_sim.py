@@ -1,10 +1,16 @@
 """tune-sim: how much the cost model helps a search, on graphs whose every config is measured.
 
-For each validation graph, the pool is the file's configs and a "measurement" reads the file's
-runtime. Three searches spend the same budget: random picks (the exact expectation over all
-draws), the frozen model (its order, top first) and the model with updates (rounds of its top
-unmeasured picks, each round's runtimes fed to CostModel.update before the next). Reported: the
-best runtime found over the file's best after each budget (1.000 = the best config found).
+For each validation graph, the pool is the file's distinct configs and a "measurement" reads the
+file's runtime: a config the file holds several times (a genetic search measures the default and
+its best again and again; the dev pools hold them 60-317 times) is one candidate, its runtime the
+mean of its copies, as a search that measured it once knows it and measures something else next.
+Three searches spend the same budget: random picks (the exact expectation over all draws), and
+the model frozen and with updates. The two model searches choose alike, as CostModel.tune does
+(tuner.choose): rounds of `round_size` unmeasured configs, most by score, `explore` by score +
+kappa x spread; the updated one feeds each round's runtimes to CostModel.update before the next,
+so its scores and its spread (the seeds' and the node effects' posterior) move, while the frozen
+one's spread stays the seeds'. Reported: the best runtime found over the pool's best after each
+budget (1.000 = the best config found).
 """
 from __future__ import annotations
 
@@ -17,12 +23,15 @@ from pathlib import Path
 import numpy as np
 
 from models.api.candidates import config_key, graph_arrays, read_candidates
+from models.api.graph_state import with_configs
 from features.npz.find import list_npz
 from features.npz.read import read_graph
 from features.rows.selection import target_runtime
 
 from models.api import CostModel
 from models.training.run_files import is_partner
+from models.tuning.space import config_keys
+from models.tuning.tuner import TuneSettings, choose
 
 STRATEGIES = ("random", "frozen", "updated")
 
@@ -31,6 +40,8 @@ STRATEGIES = ("random", "frozen", "updated")
 class SimSettings:
     budgets: tuple[int, ...] = (5, 10, 20, 50, 100)
     round_size: int = 5            # measurements between two updates
+    explore: int = TuneSettings.explore    # of each round's, chosen by score + kappa x spread
+    kappa: float = TuneSettings.kappa
     max_graphs: int = 0            # per collection (0 = every validation graph)
     each_seed: bool = False        # also each seed's models alone: is a gain clear of seeds?
 
@@ -52,23 +63,34 @@ def _found(runtime: np.ndarray, picks: np.ndarray, budgets) -> list[float]:
     return [float(runtime[picks[:k]].min() / best) for k in budgets]
 
 
-def _updated_picks(model: CostModel, g, runtime: np.ndarray, s: SimSettings) -> np.ndarray:
-    """Picks of the search that updates the model after every round."""
+def _picks(model: CostModel, g, runtime: np.ndarray, s: SimSettings, learn: bool) -> np.ndarray:
+    """The configs a search measures, in order: rounds of tuner.choose's picks, the model
+    updated with each round's runtimes before the next when `learn`."""
     arrays, key = graph_arrays(g), config_key(g.collection)
     configs = getattr(g, key)
-    picks: list[int] = []
     budget = min(max(s.budgets), runtime.size)
-    order = model.rank_graph(g).order
+    fresh, picks = np.ones(runtime.size, bool), []
+    ranking = model.rank_graph(g)
     while len(picks) < budget:
-        taken = set(picks)
-        new = [int(i) for i in order if int(i) not in taken][:min(s.round_size,
-                                                                   budget - len(picks))]
-        picks += new
-        if len(picks) < budget:
+        new = choose(ranking.scores, ranking.spread, fresh,
+                     min(s.round_size, budget - len(picks)), s.explore, s.kappa)
+        picks += new.tolist()
+        fresh[new] = False
+        if learn and len(picks) < budget:
             model.update(**arrays, **{key: configs[new]}, runtimes=runtime[new],
                          collection=g.collection, name=g.graph_id)
-            order = model.rank_graph(g).order
+            ranking = model.rank_graph(g)
     return np.array(picks)
+
+
+def distinct_pool(g, runtime: np.ndarray):
+    """g holding each of its configs once (first-seen order), and their mean runtimes."""
+    configs = getattr(g, config_key(g.collection))
+    first: dict[bytes, int] = {}
+    which = np.array([first.setdefault(k, len(first)) for k in config_keys(configs)])
+    keep = np.unique(which, return_index=True)[1]
+    mean = np.bincount(which, runtime) / np.bincount(which)
+    return with_configs(g, configs[keep]), mean
 
 
 def seed_models(model: CostModel, collection: str, i: int) -> CostModel:
@@ -81,8 +103,8 @@ def seed_models(model: CostModel, collection: str, i: int) -> CostModel:
 
 
 def simulate_graph(model: CostModel, path: Path, collection: str, s: SimSettings) -> dict:
-    runtime = target_runtime(read_graph(path, collection, "valid"))
-    g = read_candidates(path, collection)
+    g, runtime = distinct_pool(read_candidates(path, collection),
+                          target_runtime(read_graph(path, collection, "valid")))
     out = {"graph": path.stem, "configs": int(runtime.size),
            "random": [random_best(runtime, k) / runtime.min() for k in s.budgets]}
     n_seeds = sum(not is_partner(m) for m in model.models[collection])
@@ -91,8 +113,8 @@ def simulate_graph(model: CostModel, path: Path, collection: str, s: SimSettings
     for i, m in variants:
         fresh = CostModel(m.models, m.settings, without=m.without, source=m.source)
         tag = "" if i is None else f"_seed{i}"
-        out[f"frozen{tag}"] = _found(runtime, fresh.rank_graph(g).order, s.budgets)
-        out[f"updated{tag}"] = _found(runtime, _updated_picks(fresh, g, runtime, s), s.budgets)
+        out[f"frozen{tag}"] = _found(runtime, _picks(fresh, g, runtime, s, False), s.budgets)
+        out[f"updated{tag}"] = _found(runtime, _picks(fresh, g, runtime, s, True), s.budgets)
     return out
 
 

@@ -163,18 +163,23 @@ def _unmeasured(archive: Archive, ledger: Ledger, k: int) -> np.ndarray:
 
 
 def _choose(archive: Archive, ledger: Ledger, k: int, s: TuneSettings) -> np.ndarray:
-    """Positions in the archive of k unmeasured configs: the best-scored, and `explore` of
-    them by score + kappa * spread (an upper confidence bound)."""
+    """Positions in the archive of k unmeasured configs (see `choose`)."""
     configs, scores, spread = archive.arrays()
     if not len(configs) or k <= 0:
         return np.zeros(0, np.int64)
     fresh = np.array([key not in ledger.runs for key in config_keys(configs)])
-    n_explore = min(s.explore, k // 2)
+    return choose(scores, spread, fresh, k, s.explore, s.kappa)
+
+
+def choose(scores: np.ndarray, spread: np.ndarray, fresh: np.ndarray, k: int, explore: int,
+           kappa: float) -> np.ndarray:
+    """Positions of k configs among the `fresh` (unmeasured) ones: the best-scored, and
+    `explore` of them (at most half) by score + kappa * spread, an upper confidence bound."""
+    n_explore = min(explore, k // 2)
     picks: list[int] = []
-    for value, n in ((scores, k - n_explore), (scores + s.kappa * spread, n_explore)):
+    for value, n in ((scores, k - n_explore), (scores + kappa * spread, n_explore)):
         order = [int(i) for i in np.argsort(-value, kind="stable") if fresh[i]]
-        new = [i for i in order if i not in picks][:n]
-        picks += new
+        picks += [i for i in order if i not in picks][:n]
     return np.array(picks, np.int64)
 
 
