@@ -8,9 +8,10 @@ import pytest
 
 from features.npz.find import list_npz
 from models.api.node_effects import NodeEffects
+from models.tuning.sampler import LayoutSampler
 from models.tuning.search import SearchSettings, evolve
-from models.tuning.space import (LayoutSpace, allowed_ranks, group_code, group_codes,
-                                 group_lengths, invalid_configs)
+from models.tuning.space import (PERM_START, PERMUTATIONS, LayoutSpace, allowed_ranks, group_code,
+                                 group_codes, group_lengths, invalid_configs)
 from models.tuning.tuner import (Blind, Frozen, MeasureError, TuneSettings, choose,
                                  reference_configs, tune)
 
@@ -145,21 +146,23 @@ def test_the_learner_recovers_additive_effects():
 def test_updates_find_the_optimum_the_frozen_model_misses():
     """The model believes three layouts good that are slow: frozen, its search keeps them;
     learning from what it measures, it drops them: within 40 measurements it is faster than
-    the frozen search on every seed, at most one good layout short of the optimum, and at the
-    optimum on most seeds."""
+    the frozen search on every seed, by more than one wrong layout on average, at most one good
+    layout short of the optimum, and at the optimum on most seeds."""
     space = LayoutSpace(RANKS)
     settings = TuneSettings(search=SMALL_SEARCH)
-    at_optimum = 0
-    for seed in range(3):
+    at_optimum, gains = 0, []
+    for seed in range(5):
         found = {}
         for name, model in (("updated", Believed()), ("frozen", Frozen(Believed(False)))):
             result = tune(measure_of(GOOD | WRONG), space, model, 40, seed=seed,
                           settings=settings)
             found[name] = log_runtime(result.best[None], GOOD | WRONG)[0]
-        assert found["updated"] < found["frozen"] - 0.04, seed
+        assert found["updated"] < found["frozen"], seed
         assert found["updated"] <= OPTIMUM + 0.05 + 1e-9, seed
+        gains.append(found["frozen"] - found["updated"])
         at_optimum += found["updated"] == pytest.approx(OPTIMUM)
-    assert at_optimum >= 2
+    assert np.mean(gains) > 0.05
+    assert at_optimum >= 3
 
 
 def test_search_is_deterministic_and_within_budget():
@@ -221,3 +224,29 @@ def test_the_choice_takes_the_best_scored_and_explores_by_the_upper_bound():
     np.testing.assert_array_equal(choose(scores, spread * 0, fresh, 4, 2, 1.0), [1, 2, 3, 4])
     np.testing.assert_array_equal(choose(scores, spread, fresh, 1, 2, 1.0), [1])   # k // 2 = 0
     assert choose(scores, spread, np.zeros(6, bool), 3, 1, 1.0).size == 0
+
+
+def test_the_sampler_draws_valid_layouts_and_moves_towards_its_best_draws():
+    space, rng = LayoutSpace(RANKS), np.random.default_rng(3)
+    sampler = LayoutSampler(space, start_set=0.3)
+    configs, choice = sampler.sample(rng, 400)
+    assert _valid_in_space(space, configs)
+    assert abs((choice >= 0).mean() - 0.3) < 0.03
+    # the draws say which permutation each group got: rebuilt from choice, they are the configs
+    rebuilt = space.default(len(configs)).reshape(len(configs), space.n_nodes, 3, 6)
+    for row, col in zip(*np.nonzero(choice >= 0)):
+        node, group = sampler.slots[col]
+        rank = space.ranks[node, group]
+        rebuilt[row, node, group] = PERMUTATIONS[PERM_START[rank] + choice[row, col]]
+    np.testing.assert_array_equal(rebuilt.reshape(configs.shape), configs)
+    # scored by one group's one layout (node 7's output as (2, 0, 1)): the fits learn it
+    target = list(map(tuple, sampler.slots)).index((7, 0))
+    want = _key(7, 0, (2, 0, 1))[2]
+    for _ in range(8):
+        configs, choice = sampler.sample(rng, 400)
+        sampler.fit(choice, (group_codes(configs)[:, 7, 0] == want).astype(float), 0.1, 0.5)
+    assert sampler.p_set[target] > 0.95
+    assert sampler.p_perm[target].argmax() == choice[group_codes(configs)[:, 7, 0] == want,
+                                                     target][0]
+    assert sampler.p_perm[target].max() > 0.95
+    np.testing.assert_allclose(sampler.p_perm.sum(axis=1), 1.0)

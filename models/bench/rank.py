@@ -162,7 +162,8 @@ def _tuner_round(model: CostModel, layout: dict, spec: RankSpec) -> dict:
         picks = np.array(archive.configs)[archive.best(s.batch)]
         bound.learn(picks, np.exp(rng.normal(0, 0.1, len(picks))))
     times = [_cpu_timed(one_round) for _ in range(2)]
-    return {"time": _median(times), "proposals": s.search.proposals * s.search.generations,
+    return {"time": _median(times),
+            "proposals": (s.search.proposals + s.search.sampled) * s.search.generations,
             "history": TUNER_HISTORY, "config_nodes": space.n_nodes}
 
 

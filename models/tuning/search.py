@@ -2,8 +2,10 @@
 scored by the model, none measured (as Ansor and MetaSchedule search their cost model).
 
 A generation makes `proposals` children of the population (a mutation of one parent, or a
-crossover of two), scores those not scored before, and keeps the `population` best-scored configs
-seen as the next parents. Scores are the model's mean (higher = predicted faster); how sure it is
+crossover of two) and draws `sampled` configs from a distribution learnt from the scores
+(sampler.py: many groups set at once, which crosses the score's valleys mutations cannot), scores
+those not scored before, refits the distribution to its best draws, and keeps the `population`
+best-scored configs seen as the next parents. Scores are the model's mean (higher = predicted faster); how sure it is
 (`spread`) is kept beside them for the choice of what to measure (tuner.py).
 """
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from models.tuning.sampler import LayoutSampler
 from models.tuning.space import LayoutSpace, config_keys
 
 # configs (k, nc, 18) int8 -> (scores (k,), spread (k,)); higher score = predicted faster
@@ -21,10 +24,14 @@ ScoreFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 @dataclass(frozen=True)
 class SearchSettings:
-    proposals: int = 300       # children scored per generation
+    proposals: int = 150       # children scored per generation
+    sampled: int = 150         # configs drawn from the learnt distribution per generation
     generations: int = 4       # per round of measurements
     population: int = 64       # best-scored configs kept as parents
     crossover: float = 0.25    # share of children made by crossing two parents
+    start_set: float = 0.05    # the distribution's first chance that a group is set
+    elite: float = 0.1         # share of each generation's draws it is refit to
+    rate: float = 0.3          # how far each refit moves it
 
 
 @dataclass
@@ -39,21 +46,21 @@ class Archive:
     def empty(cls) -> "Archive":
         return cls([], [], [], {})
 
-    def add(self, configs: np.ndarray, score: ScoreFn) -> None:
-        """Score the configs not seen yet (one call) and keep them."""
+    def add(self, configs: np.ndarray, score: ScoreFn) -> np.ndarray:
+        """Score the configs not seen yet (one call) and keep them; every config's score."""
         keys, new, batch = config_keys(configs), [], set()
         for i, k in enumerate(keys):
             if k not in self.index and k not in batch:
                 batch.add(k)
                 new.append(i)
-        if not new:
-            return
-        s, sd = score(configs[new])
-        for i, a, b in zip(new, s, sd):
-            self.index[keys[i]] = len(self.configs)
-            self.configs.append(configs[i])
-            self.scores.append(float(a))
-            self.spread.append(float(b))
+        if new:
+            s, sd = score(configs[new])
+            for i, a, b in zip(new, s, sd):
+                self.index[keys[i]] = len(self.configs)
+                self.configs.append(configs[i])
+                self.scores.append(float(a))
+                self.spread.append(float(b))
+        return np.array([self.scores[self.index[k]] for k in keys])
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return np.array(self.configs), np.array(self.scores), np.array(self.spread)
@@ -64,14 +71,18 @@ class Archive:
 
 
 def evolve(space: LayoutSpace, score: ScoreFn, starts: np.ndarray, rng: np.random.Generator,
-           s: SearchSettings = SearchSettings()) -> Archive:
-    """Every config scored while evolving from `starts` (k, nc, 18) for s.generations."""
+           s: SearchSettings = SearchSettings(), sampler: LayoutSampler | None = None) -> Archive:
+    """Every config scored while evolving from `starts` (k, nc, 18) for s.generations, beside
+    draws from `sampler` (refit as it goes; a new one when None)."""
+    sampler = sampler or LayoutSampler(space, s.start_set)
     archive = Archive.empty()
     archive.add(starts, score)
     for _ in range(s.generations):
         configs = np.array(archive.configs)
         parents = configs[archive.best(s.population)]
-        archive.add(_children(space, parents, rng, s), score)
+        drawn, choice = sampler.sample(rng, s.sampled)
+        scores = archive.add(np.concatenate([_children(space, parents, rng, s), drawn]), score)
+        sampler.fit(choice, scores[len(scores) - len(drawn):], s.elite, s.rate)
     return archive
 
 

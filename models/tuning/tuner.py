@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from models.tuning.sampler import LayoutSampler
 from models.tuning.search import Archive, SearchSettings, evolve
 from models.tuning.space import LayoutSpace, SpaceSettings, config_keys
 
@@ -111,9 +112,10 @@ def tune(measure: Callable, space: LayoutSpace, model: Any, budget: int, *, seed
     default = space.default(1)
     model.learn(default, ledger.measure(default))
     reserve, carry, rounds = _reserve(budget, settings), default[:0], 0
+    sampler = LayoutSampler(space, settings.search.start_set)
     while ledger.left > reserve:
         starts = np.concatenate([_elite(ledger, settings.elite), carry])
-        archive = evolve(space, model.score, starts, rng, settings.search)
+        archive = evolve(space, model.score, starts, rng, settings.search, sampler)
         picks = _choose(archive, ledger, min(settings.batch, ledger.left - reserve), settings)
         if not picks.size:
             break
