@@ -3,6 +3,8 @@ space whose true log runtime is a known sum of node-layout effects (no trained m
 and the validity rules on the generated sample's graphs."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -250,3 +252,16 @@ def test_the_sampler_draws_valid_layouts_and_moves_towards_its_best_draws():
                                                      target][0]
     assert sampler.p_perm[target].max() > 0.95
     np.testing.assert_allclose(sampler.p_perm.sum(axis=1), 1.0)
+
+
+@pytest.mark.parametrize("seed", [21, 74, 79, 0, 1, 2])
+def test_a_config_barely_slower_than_the_default_is_not_returned(seed, monkeypatch):
+    """Every set group truly costs 0.1%, far below the 1% noise: the best of the re-measured
+    configs is flattered by its re-measurement, and with one comparison's margin (z = 1.64)
+    seeds 21, 74 and 79 of 80 returned such a config; the margin raised for the configs
+    compared returns the default."""
+    monkeypatch.setattr(sys.modules[__name__], "OTHER", 0.001)
+    space = LayoutSpace(RANKS)
+    result = tune(measure_of({}, noise=0.01, seed=seed), space, Blind(seed), 100, seed=seed,
+                  settings=TuneSettings(search=SMALL_SEARCH, confirm=3))
+    assert log_runtime(result.best[None], {})[0] == 0.0
