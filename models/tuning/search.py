@@ -5,8 +5,9 @@ A generation makes `proposals` children of the population (a mutation of one par
 crossover of two) and draws `sampled` configs from a distribution learnt from the scores
 (sampler.py: many groups set at once, which crosses the score's valleys mutations cannot), scores
 those not scored before, refits the distribution to its best draws, and keeps the `population`
-best-scored configs seen as the next parents. Scores are the model's mean (higher = predicted faster); how sure it is
-(`spread`) is kept beside them for the choice of what to measure (tuner.py).
+best-scored configs seen as the next parents. Scores are the model's mean (higher = predicted
+faster); how sure it is (`spread`) is kept beside them for the choice of what to measure
+(tuner.py).
 """
 from __future__ import annotations
 
