@@ -163,6 +163,15 @@ def test_a_pool_holds_each_config_once_and_no_search_measures_one_twice(trained_
     pool, runtime = distinct_pool(repeated, np.array([1.0, 2.0, 3.0, 4.0, 6.0, 5.0]))
     np.testing.assert_array_equal(pool.node_config_feat, configs)
     np.testing.assert_allclose(runtime, [3.0, 4.0, 4.0])
+    # tile rows are floats (tile sizes to ~2e5): rows 256 apart are two configs, not one
+    tile = read_candidates(list_npz(tiny_npz, "tile:xla", "valid")[0], "tile:xla")
+    rows = tile.config_feat[:2].copy()
+    rows[1] = rows[0]
+    rows[1, 0] += 256.0
+    pool, runtime = distinct_pool(tile._replace(config_feat=rows[[0, 1, 0]]),
+                                  np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(pool.config_feat, rows)
+    np.testing.assert_allclose(runtime, [2.0, 2.0])
     whole, runtime = distinct_pool(g, np.arange(1.0, 1.0 + g.node_config_feat.shape[0]))
     settings = SimSettings(budgets=(5, 12), round_size=4)
     for learn in (False, True):

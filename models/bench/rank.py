@@ -147,9 +147,11 @@ def rank_latency(spec: RankSpec) -> dict:
 
 
 def _tuner_round(model: CostModel, layout: dict, spec: RankSpec) -> dict:
-    """(wall, CPU) seconds of one round of CostModel.tune's search on the layout graph, mid-search
-    (TUNER_HISTORY measurements learnt already): the evolution screened by the model, then the
-    update with the round's batch. The graph's state is built before (once per search)."""
+    """(wall, CPU) seconds of one round of CostModel.tune's search on the layout graph, with
+    TUNER_HISTORY measurements learnt already: the evolution and the draws screened by the
+    model, then the update with the round's batch. Each timed round starts a new layout
+    distribution, as a search's first (slowest) round does: its draws bring the most node
+    rows the model has not scored. The graph's state is built before (once per search)."""
     s = TuneSettings()
     rng = np.random.default_rng(spec.seed)
     space = LayoutSpace.of_graph(**{k: layout[k] for k in GRAPH_KEYS[:4]})

@@ -154,7 +154,7 @@ def stage_times(stages: dict[str, dict[str, float]]) -> Figure:
 
 
 def tuning_curves(collections: dict[str, dict], budgets: list[int]) -> Figure:
-    """tune-sim's best runtime found / the file's best against measurements, one panel per
+    """tune-sim's best runtime found / the pool's best against measurements, one panel per
     collection, one line per search."""
     fig = Figure(figsize=(3.2 * len(collections) + 0.5, 3.2), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(collections), sharey=False))
@@ -168,6 +168,6 @@ def tuning_curves(collections: dict[str, dict], budgets: list[int]) -> Figure:
         ax.set_title(f"{collection} ({len(result['graphs'])} graphs)", fontsize=9)
         ax.set_xlabel("measurements")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("best found / best of the file")
+    axes[0].set_ylabel("best found / best of the pool")
     axes[0].legend(fontsize=8)
     return fig

@@ -8,7 +8,7 @@ import numpy as np
 def format_table(result: dict) -> str:
     budgets = result["settings"]["budgets"]
     head = f"{'collection':<24} {'search':<8} " + " ".join(f"{k:>7}" for k in budgets)
-    lines = ["best runtime found / best of the file, after N measurements (1.000 = the best)",
+    lines = ["best runtime found / best of the pool, after N measurements (1.000 = the best)",
              head, "-" * len(head)]
     for collection, c in result["collections"].items():
         for i, st in enumerate(c["mean"]):

@@ -33,9 +33,13 @@ class LayoutSampler:
         index in them (-1: left to the compiler)."""
         configs, choice = self.space.default(n), np.full((n, len(self.slots)), -1, np.int64)
         rows, cols = np.nonzero(rng.random(choice.shape) < self.p_set)
-        cum = np.cumsum(self.p_perm[cols], axis=1)
-        pick = np.minimum((cum < rng.random(cols.size)[:, None] * cum[:, -1:]).sum(axis=1),
-                          self.count[cols] - 1)
+        # inverse CDF in one search over every group's cumulative sums, group g's shifted by g
+        # (no (draws x permutations) temporary: 720 permutations of a rank-6 group)
+        cum = np.cumsum(self.p_perm, axis=1)
+        width = cum.shape[1]
+        shifted = (cum / np.maximum(cum[:, -1:], 1e-300) + np.arange(len(cum))[:, None]).ravel()
+        at = np.searchsorted(shifted, cols + rng.random(cols.size)) - cols * width
+        pick = np.clip(at, 0, self.count[cols] - 1)
         choice[rows, cols] = pick
         node, group = self.slots[cols, 0], self.slots[cols, 1]
         rank = self.space.ranks[node, group]

@@ -129,8 +129,11 @@ PERM_COUNT = np.array([factorial(r) if r else 0 for r in range(GROUP_SLOTS + 1)]
 
 
 def config_keys(configs: np.ndarray) -> list[bytes]:
-    """A short digest per config (k, nc, 18): equal configs, equal keys."""
-    flat = np.ascontiguousarray(configs, np.int8).reshape(len(configs), -1)
+    """A short digest per config (layout (k, nc, 18), tile (k, 24)): equal configs, equal keys.
+    Layouts are read as int8 whatever their dtype; tile rows (float, values to ~2e5) as float32."""
+    configs = np.asarray(configs)
+    exact = np.float32 if configs.dtype.kind == "f" else np.int8
+    flat = np.ascontiguousarray(configs, exact).reshape(len(configs), -1)
     return [hashlib.blake2b(row.tobytes(), digest_size=12).digest() for row in flat]
 
 

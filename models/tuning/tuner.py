@@ -234,7 +234,8 @@ def _confirmed(ledger: Ledger, default: bytes | None, s: TuneSettings, rounds: i
     repeated = [k for k in ledger.ranked() if len(ledger.runs[k]) > 1]
     best = min(repeated, key=lambda k: (_unflattered(ledger, k, default).mean(),
                                         ledger.runs[k][0])) if repeated else ledger.ranked()[0]
-    rivals = sum(k != default for k in repeated)
+    # the configs the best was chosen among: those re-measured, else every one measured
+    rivals = sum(k != default for k in (repeated or ledger.runs))
     if default is not None and not _beats(ledger, best, default, _corrected(s.margin, rivals)):
         best = default
     return TuneResult(best=ledger.config(best),
