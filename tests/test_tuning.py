@@ -187,7 +187,7 @@ def test_tune_sim_measures_three_searches_on_validation_graphs(trained, trained_
                               "--run", str(trained_run), "--max-graphs", "1",
                               "--collections", collection]) == 0
     said = capsys.readouterr()
-    assert "best runtime found / best of the file" in said.out
+    assert "best runtime found / best of the pool" in said.out
     # The run was trained on the sample: said as a line, not as a warning's source listing
     assert "warning: " in said.err and "SampleTrainedWarning" not in said.err
     saved = json.loads((trained_run / "tune_sim.json").read_text())
