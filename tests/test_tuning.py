@@ -16,7 +16,8 @@ from models.metrics import kendall_tau_b
 from models.api.node_effects import EffectsParams
 from models.api.refine import refine
 from models.reporting.figures import tuning_curves
-from models.evaluation.tune_sim import SimSettings, _picks, distinct_pool, random_best
+from models.evaluation.tune_sim import (SimSettings, _picks, distinct_pool, random_best,
+                                        simulate)
 from models.api.candidates import read_candidates
 
 GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
@@ -177,6 +178,27 @@ def test_a_pool_holds_each_config_once_and_no_search_measures_one_twice(trained_
     for learn in (False, True):
         picks = _picks(CostModel.load(trained_run), whole, runtime, settings, learn)
         assert len(picks) == min(12, runtime.size) == len(set(picks.tolist()))
+
+
+def test_a_graph_of_one_distinct_config_is_left_out_of_tune_sim(trained_run, tiny_npz, tmp_path):
+    """Nothing to choose between: the graph is named and left out, the others simulated."""
+    files = list_npz(tiny_npz, "tile:xla", "valid")[:2]
+    root = tmp_path / "npz" / "tile" / "xla" / "valid"
+    root.mkdir(parents=True)
+    for i, f in enumerate(files):
+        with np.load(f) as z:
+            arrays = dict(z)
+        if i == 0:              # every row the first config, measured again and again
+            for key in ("config_feat", "config_runtime", "config_runtime_normalizers"):
+                arrays[key] = np.repeat(arrays[key][:1], len(arrays[key]), axis=0)
+        np.savez(root / f.name, **arrays)
+    said = []
+    result = simulate(trained_run, tmp_path / "npz", ["tile:xla"], SimSettings(budgets=(1, 2)),
+                      data="test", log=said.append)
+    tile = result["collections"]["tile:xla"]
+    assert tile["left_out"] == [files[0].stem]
+    assert [g["graph"] for g in tile["graphs"]] == [files[1].stem]
+    assert any(files[0].stem in line and "fewer than 2 distinct" in line for line in said)
 
 
 def test_tune_sim_measures_three_searches_on_validation_graphs(trained, trained_run, capsys):

@@ -102,9 +102,14 @@ def seed_models(model: CostModel, collection: str, i: int) -> CostModel:
                      without=model.without, source=model.source)
 
 
-def simulate_graph(model: CostModel, path: Path, collection: str, s: SimSettings) -> dict:
+def simulate_graph(model: CostModel, path: Path, collection: str,
+                   s: SimSettings) -> dict | None:
+    """The three searches' best found on one graph; None when its pool holds fewer than two
+    distinct configs (nothing to choose; train leaves such graphs unscored too)."""
     g, runtime = distinct_pool(read_candidates(path, collection),
-                          target_runtime(read_graph(path, collection, "valid")))
+                               target_runtime(read_graph(path, collection, "valid")))
+    if runtime.size < 2:
+        return None
     out = {"graph": path.stem, "configs": int(runtime.size),
            "random": [random_best(runtime, k) / runtime.min() for k in s.budgets]}
     n_seeds = sum(not is_partner(m) for m in model.models[collection])
@@ -128,10 +133,16 @@ def simulate(run_dir: Path, npz_root: Path, collections, s: SimSettings, *,
             continue
         files = list_npz(npz_root, collection, "valid")[:s.max_graphs or None]
         start = time.perf_counter()
-        graphs = [simulate_graph(model, f, collection, s) for f in files]
+        results = [simulate_graph(model, f, collection, s) for f in files]
+        graphs = [g for g in results if g is not None]
+        skipped = [f.stem for f, g in zip(files, results) if g is None]
+        if skipped:
+            log(f"{collection}: {len(skipped)} graph(s) with fewer than 2 distinct configs left "
+                f"out: {', '.join(skipped)}")
         if graphs:
             result["collections"][collection] = {
-                "graphs": graphs, "seconds": round(time.perf_counter() - start, 1),
+                "graphs": graphs, "left_out": skipped,
+                "seconds": round(time.perf_counter() - start, 1),
                 "mean": {st: np.mean([g[st] for g in graphs], axis=0).tolist()
                          for st in graphs[0] if st not in ("graph", "configs")}}
             log(f"{collection}: {len(graphs)} graphs in {time.perf_counter() - start:.0f}s")
