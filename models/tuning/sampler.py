@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.tuning.space import GROUP_SLOTS, PERM_COUNT, PERM_START, PERMUTATIONS, LayoutSpace
+from models.tuning.space import PERM_COUNT, LayoutSpace
 
 
 class LayoutSampler:
@@ -41,10 +41,7 @@ class LayoutSampler:
         at = np.searchsorted(shifted, cols + rng.random(cols.size)) - cols * width
         pick = np.clip(at, 0, self.count[cols] - 1)
         choice[rows, cols] = pick
-        node, group = self.slots[cols, 0], self.slots[cols, 1]
-        rank = self.space.ranks[node, group]
-        view = configs.reshape(n, self.space.n_nodes, 3, GROUP_SLOTS)
-        view[rows, node, group] = PERMUTATIONS[PERM_START[rank] + pick]
+        self.space.set_groups(configs, rows, self.slots[cols], pick)
         return configs, choice
 
     def fit(self, choice: np.ndarray, scores: np.ndarray, elite: float, rate: float) -> None:

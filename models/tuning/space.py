@@ -206,11 +206,17 @@ class LayoutSpace:
     def _assign(self, out, rows, slots, rng, unset: float = 0.0) -> None:
         """out[rows, node, group] = a random permutation of the group's rank (or -1 with
         probability `unset`)."""
+        r = self.ranks[slots[:, 0], slots[:, 1]]
+        pick = (rng.random(r.size) * PERM_COUNT[r]).astype(np.int64)
+        self.set_groups(out, rows, slots, pick, rng.random(r.size) < unset)
+
+    def set_groups(self, out, rows, slots, pick, unset=None) -> None:
+        """out[rows, node, group] = permutation number `pick` of the group's rank (-1 where
+        `unset`), slots (k, 2) the (node, group) pairs."""
         node, group = slots[:, 0], slots[:, 1]
-        r = self.ranks[node, group]
-        pick = PERM_START[r] + (rng.random(r.size) * PERM_COUNT[r]).astype(np.int64)
-        values = PERMUTATIONS[pick]
-        values[rng.random(r.size) < unset] = -1
+        values = PERMUTATIONS[PERM_START[self.ranks[node, group]] + pick]
+        if unset is not None:
+            values[unset] = -1
         view = out.reshape(out.shape[0], self.n_nodes, 3, GROUP_SLOTS)
         view[rows, node, group] = values
 
