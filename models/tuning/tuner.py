@@ -214,8 +214,8 @@ def _beats(ledger: Ledger, key: bytes, default: bytes, z: float) -> bool:
 
 def _corrected(z: float, m: int) -> float:
     """The z that keeps one comparison's false-alarm rate for the best of m (Bonferroni): the
-    best of several re-measured configs is flattered by its re-measurement's noise too (on the
-    stand-in, 1 of 39 searches returned a config 0.1% slower than the default with z alone)."""
+    best of several re-measured configs is flattered by its re-measurement's noise too (with z
+    alone a search on the stand-in returned a config 0.1% slower than the default)."""
     normal = NormalDist()
     return normal.inv_cdf(1 - (1 - normal.cdf(z)) / max(m, 1))
 
