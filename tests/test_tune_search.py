@@ -265,3 +265,18 @@ def test_a_config_barely_slower_than_the_default_is_not_returned(seed, monkeypat
     result = tune(measure_of({}, noise=0.01, seed=seed), space, Blind(seed), 100, seed=seed,
                   settings=TuneSettings(search=SMALL_SEARCH, confirm=3))
     assert log_runtime(result.best[None], {})[0] == 0.0
+
+
+def test_the_reserve_measures_the_best_two_and_the_default_then_the_better_once_more():
+    """Without noise: the last four measurements are the two fastest configs measured before
+    them and the default (one batch), then the faster of the two again (one call)."""
+    space, calls = LayoutSpace(RANKS), []
+    result = tune(measure_of(GOOD, calls=calls), space, Believed(), 40, seed=2,
+                  settings=TuneSettings(search=SMALL_SEARCH, confirm=3))
+    assert len(result.runtimes) == 40 and calls[-2:] == [3, 1]
+    truth = log_runtime(result.configs, GOOD)
+    searched, last = truth[:36], truth[36:]
+    two = np.sort(np.unique(searched))[:2]
+    np.testing.assert_allclose(np.sort(last[:3]), np.sort([*two, 0.0]))
+    assert last[3] == two[0]
+    assert log_runtime(result.best[None], GOOD)[0] == two[0]
