@@ -16,6 +16,7 @@ from models.metrics import kendall_tau_b
 from models.api.node_effects import EffectsParams
 from models.api.refine import refine
 from models.reporting.figures import tuning_curves
+from models.evaluation.live_search import genetic_best
 from models.evaluation.tune_sim import (SimSettings, _picks, distinct_pool, random_best,
                                         simulate)
 from models.api.candidates import read_candidates
@@ -309,3 +310,21 @@ def test_update_says_what_became_of_the_measurements(trained_run, measured_graph
     result = model.update(**graph, node_config_feat=configs[few:40], runtimes=runtime[few:40])
     assert (result.measurements, result.used, result.learner) == (40, 40, "node effects")
     assert 0 < result.weight <= 1 and "weight" in result.reason
+
+
+def test_the_genetic_row_is_the_stand_ins_runtime_of_the_files_fastest_measured_config(
+        tmp_path):
+    """What the dataset's search returned is the config the FILE measured fastest, judged by
+    the stand-in (here: runtime = 1 + number of set slots), over the default's."""
+    configs = np.full((4, 3, 18), -1, np.int8)
+    configs[1, 0, :2], configs[2, :, :1], configs[3, 1, :3] = 0, 0, 0   # 2, 3, 3 slots set
+    path = tmp_path / "g.npz"
+    np.savez(path, node_config_feat=configs, config_runtime=np.array([9, 5, 1, 7]))
+
+    class StandIn:
+        default_runtime = 1.0
+
+        def runtime(self, c):
+            return 1.0 + (c >= 0).sum(axis=(1, 2))
+
+    assert genetic_best(StandIn(), path) == 4.0      # the file's fastest (row 2), not row 1
