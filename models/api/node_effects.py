@@ -11,10 +11,8 @@ output, input or kernel) to one particular layout (a group left at -1, the compi
 adds nothing), w_j ~ N(0, effect^2), b ~ N(slope0, slope0^2) with slope0 < 0, a flat. It is
 Bayesian linear regression, solved in its kernel form (n measurements, not thousands of
 indicators): k(x, x') = A + slope0^2 s s' + effect^2 |phi(x) & phi(x')|. The noise, effect and
-slope scales range over a small grid, an effect of 0 on it (the prior alone, recalibrated); the
-few most likely grid points are averaged, weighted by marginal likelihood: with a handful of
-measurements no one scale is certain, and the likeliest alone switches the effects off until
-it is (tune-sim at 20 measurements gained on both default collections; the records).
+slope scales are chosen by marginal likelihood over a small grid, and an effect of 0 is on the
+grid: when the measurements do not support node effects the learner is the prior, recalibrated.
 The posterior gives each config a mean and a standard deviation: a refined score on the prior's
 scale (-mean / |slope0|) and how unsure it is.
 """
@@ -39,8 +37,6 @@ class EffectsParams:
     effect: tuple[float, ...] = (0.0, 0.003, 0.01, 0.03, 0.1)        # sd of one group's effect
     slope: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3, 1.0)           # |log runtime| per score
     min_measurements: int = 3     # fewer: the prior alone
-    mass: float = 0.95            # the grid's likelihood mass averaged over,
-    components: int = 6           # in at most this many grid points
 
 
 @dataclass(frozen=True)
@@ -48,16 +44,6 @@ class Hyper:
     noise: float
     effect: float
     slope: float
-
-
-@dataclass(frozen=True)
-class Fit:
-    """One grid point's posterior: its weight among those averaged, its kernel's Cholesky
-    factor and the kernel's solve against the measurements."""
-    hyper: Hyper
-    weight: float
-    factor: tuple
-    alpha: np.ndarray
 
 
 def indicators(configs: np.ndarray) -> np.ndarray:
@@ -93,8 +79,9 @@ class NodeEffects:
         self.level = float(y.mean())
         self.y = y - self.level
         self.shared = (self.phi @ self.phi.T).toarray()
-        self.fits, self.log_evidence = _average(self, params)
-        self.hyper = self.fits[0].hyper      # the likeliest: its slope is the score's scale
+        self.hyper, self.log_evidence = _choose(self, params)
+        self._factor = cho_factor(self._kernel(self.hyper), lower=True)
+        self._alpha = cho_solve(self._factor, self.y + self.hyper.slope * self.prior)
 
     @property
     def n(self) -> int:
@@ -106,22 +93,16 @@ class NodeEffects:
                 + h.noise ** 2 * np.eye(s.size))
 
     def predict(self, configs: np.ndarray, prior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(mean, sd) of each config's log runtime about the measurements' mean level: the
-        mixture of the averaged grid points' posteriors."""
-        s = np.asarray(prior, np.float64)
+        """(mean, sd) of each config's log runtime about the measurements' mean level."""
+        h, s = self.hyper, np.asarray(prior, np.float64)
         keys = indicators(configs)
         cross = (_design(keys, self.vocabulary) @ self.phi.T).toarray()
-        n_set = (keys >= 0).sum(axis=(1, 2))
-        mean, second = np.zeros(s.size), np.zeros(s.size)
-        for f in self.fits:
-            h = f.hyper
-            k = INTERCEPT_VAR + h.slope ** 2 * np.outer(s, self.prior) + h.effect ** 2 * cross
-            m = -h.slope * s + k @ f.alpha
-            prior_var = INTERCEPT_VAR + h.slope ** 2 * s ** 2 + h.effect ** 2 * n_set
-            explained = np.einsum("ij,ji->i", k, cho_solve(f.factor, k.T))
-            mean += f.weight * m
-            second += f.weight * (np.maximum(prior_var - explained, 0.0) + m ** 2)
-        return mean, np.sqrt(np.maximum(second - mean ** 2, 0.0))
+        k = INTERCEPT_VAR + h.slope ** 2 * np.outer(s, self.prior) + h.effect ** 2 * cross
+        mean = -h.slope * s + k @ self._alpha
+        prior_var = (INTERCEPT_VAR + h.slope ** 2 * s ** 2
+                     + h.effect ** 2 * (keys >= 0).sum(axis=(1, 2)))
+        explained = np.einsum("ij,ji->i", k, cho_solve(self._factor, k.T))
+        return mean, np.sqrt(np.maximum(prior_var - explained, 0.0))
 
     def score(self, configs: np.ndarray, prior: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(refined score, its sd) on the prior's scale: higher = predicted faster."""
@@ -133,9 +114,8 @@ class NodeEffects:
         """The share of the measured configs' fitted log-runtime variation that node effects,
         rather than the trained model's score, account for (0: the prior alone)."""
         h = self.hyper
-        alpha = self.fits[0].alpha
-        part = h.effect ** 2 * (self.shared @ alpha)
-        whole = part + h.slope ** 2 * self.prior * (self.prior @ alpha)
+        part = h.effect ** 2 * (self.shared @ self._alpha)
+        whole = part + h.slope ** 2 * self.prior * (self.prior @ self._alpha)
         return float(np.var(part) / max(np.var(whole), 1e-300)) if h.effect else 0.0
 
 
@@ -150,18 +130,9 @@ def _evidence(model: NodeEffects, h: Hyper) -> float:
     return float(-0.5 * r @ alpha - np.log(np.diag(factor[0])).sum())
 
 
-def _average(model: NodeEffects, p: EffectsParams) -> tuple[list[Fit], float]:
-    """The likeliest grid points holding `mass` of the grid's likelihood (at most `components`;
-    ties to the earlier, simpler one), weighted by it, and the best log evidence."""
+def _choose(model: NodeEffects, p: EffectsParams) -> tuple[Hyper, float]:
+    """The grid point of highest evidence (ties to the earlier, simpler one)."""
     grid = [Hyper(*v) for v in itertools.product(p.noise, p.effect, p.slope)]
-    scores = np.array([_evidence(model, h) for h in grid])
-    order = np.argsort(-scores, kind="stable")
-    weight = np.exp(scores[order] - scores[order[0]])
-    weight /= weight.sum()
-    n = min(int(np.searchsorted(np.cumsum(weight), p.mass)) + 1, p.components)
-    fits = []
-    for i, w in zip(order[:n], weight[:n] / weight[:n].sum()):
-        factor = cho_factor(model._kernel(grid[i]), lower=True)
-        fits.append(Fit(grid[i], float(w), factor,
-                        cho_solve(factor, model.y + grid[i].slope * model.prior)))
-    return fits, float(scores[order[0]])
+    scores = [_evidence(model, h) for h in grid]
+    best = int(np.argmax(scores))
+    return grid[best], scores[best]
