@@ -14,8 +14,8 @@ from models.tuning.sampler import LayoutSampler
 from models.tuning.search import SearchSettings, evolve
 from models.tuning.space import (PERM_START, PERMUTATIONS, LayoutSpace, allowed_ranks, group_code,
                                  group_codes, group_lengths, invalid_configs)
-from models.tuning.tuner import (Blind, Frozen, MeasureError, TuneSettings, choose,
-                                 reference_configs, tune)
+from models.tuning.tuner import (Blind, Frozen, Ledger, MeasureError, TuneSettings, _confirmed,
+                                 choose, config_keys, reference_configs, tune)
 
 # 12 configurable nodes: output and input groups of rank 2 or 3, two convs with a kernel
 RANKS = np.array([[2, 2, 0]] * 6 + [[3, 3, 0]] * 4 + [[3, 3, 3]] * 2)
@@ -280,3 +280,31 @@ def test_the_reserve_measures_the_best_two_and_the_default_then_the_better_once_
     np.testing.assert_allclose(np.sort(last[:3]), np.sort([*two, 0.0]))
     assert last[3] == two[0]
     assert log_runtime(result.best[None], GOOD)[0] == two[0]
+
+
+@pytest.mark.parametrize("reserve, batches", [(4, [3, 1]), (3, [2, 1]), (2, [2]), (1, [1])])
+def test_the_extra_measurement_goes_to_the_better_re_measurement_not_the_luckier_first(
+        reserve, batches):
+    """Scripted runtimes: A's first measurement (90) was flattered, its re-measurement is 99;
+    B measured 91 then 92. With a reserve of 4 the last measurement goes to B, and B (not A)
+    is returned; of 3, A and the default, then A again; of 2, A and the default; of 1, A."""
+    space = LayoutSpace(RANKS)
+    default, a, b, c = space.default(4)
+    a[0, :2], b[1, :2], c[2, :2] = (1, 0), (1, 0), (1, 0)
+    script = {k: list(v) for k, v in zip(config_keys(np.stack([default, a, b, c])),
+                                          ([100, 100], [90, 99, 99], [91, 92, 92], [95]))}
+    calls = []
+
+    def measure(configs):
+        calls.append(len(configs))
+        return [script[k].pop(0) for k in config_keys(configs)]
+
+    ledger = Ledger(measure, 4 + reserve)
+    ledger.measure(np.stack([default, a, b, c]))
+    result = _confirmed(ledger, config_keys(default[None])[0], TuneSettings(margin=0.5), 0)
+    assert calls[1:] == batches and ledger.left == 0
+    measured_again = [len(runs) - 1 for runs in ledger.runs.values()]
+    assert measured_again == {4: [1, 1, 2, 0], 3: [1, 2, 0, 0], 2: [1, 1, 0, 0],
+                              1: [0, 1, 0, 0]}[reserve]
+    if reserve == 4:
+        np.testing.assert_array_equal(result.best, b)

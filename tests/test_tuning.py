@@ -317,7 +317,7 @@ def test_the_genetic_row_is_the_stand_ins_runtime_of_the_files_fastest_measured_
     """What the dataset's search returned is the config the FILE measured fastest, judged by
     the stand-in (here: runtime = 1 + number of set slots), over the default's."""
     configs = np.full((4, 3, 18), -1, np.int8)
-    configs[1, 0, :2], configs[2, :, :1], configs[3, 1, :3] = 0, 0, 0   # 2, 3, 3 slots set
+    configs[1, 0, :2], configs[2, :, :1], configs[3, 1, :4] = 0, 0, 0   # 2, 3, 4 slots set
     path = tmp_path / "g.npz"
     np.savez(path, node_config_feat=configs, config_runtime=np.array([9, 5, 1, 7]))
 

@@ -34,7 +34,8 @@ class TuneSettings:
     explore: int = 2          # of them, picked by score + kappa * spread (the rest by score)
     kappa: float = 2.0
     confirm: int = 3          # measurements at the end besides the default's: the best
-                              # confirm - 1 again, then the best of them once more
+                              # confirm - 1 again, then the best of them once more (1: the
+                              # best); fewer on a small budget (_reserve)
     margin: float = 1.64      # z of one comparison: the best must beat the default by this many
                               # standard errors, raised for the configs it was chosen among
     reference: int = 200      # configs fixing the graph's statistics (CostModel.rank reference)
@@ -241,18 +242,18 @@ def _confirmed(ledger: Ledger, default: bytes | None, s: TuneSettings, rounds: i
 
 
 def _remeasure(ledger: Ledger, default: bytes | None, n: int) -> None:
-    """The reserve's n measurements: the best n - 2 configs and the default again, then the
-    best of those configs once more (a reserve of 2 or less: the best and the default).
-    The likely winner measured twice is told from the default with fewer rivals to correct for
-    than the reserve spread over more configs: with 1% noise, a 3% gain confirmed on 65% of
-    simulated searches instead of 55% (the best three once each), and on the test's space of
-    configs 0.1% slower, one returned in 3 of 300 searches instead of 11
-    (models/records/tuner_stand_in.md)."""
+    """The reserve's n measurements: the best n - 2 configs and the default again (no default,
+    as for tile pools: the best n - 1), then the best of those configs once more; a reserve of
+    2: the best and the default; of 1: the best. The likely winner measured twice is told from
+    the default with fewer rivals to correct for than the reserve spread over more configs:
+    with 1% noise, a 3% gain confirmed on 65% of simulated trials instead of 55% (the best three
+    once each), and on the test's space of configs 0.1% slower, one returned in 3 of 300
+    searches instead of 11 (models/records/tuner_stand_in.md)."""
     ranked = ledger.ranked()
     size = n - 1 if n > 2 else n
     first = ranked[:size]
     if size > 1 and default is not None and default not in first:
-        first = ranked[:size - 1] + [default]     # none of the reserve left unspent
+        first = ranked[:size - 1] + [default]     # the default in the last one's place
     if first:
         ledger.measure(np.array([ledger.config(k) for k in first]))
     rivals = [k for k in first if k != default]
