@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 
 from features.hlo import read_hlo
 from features.npz.find import list_npz
-from models.tuning.session import LOG, MeasurementLog
+from models.tuning.session import LOG, MeasureCommandError, MeasurementLog, run_command
 
 ROOT = Path(__file__).resolve().parents[1]
 HLO = ROOT / "tests" / "data" / "hlo" / "jax_conv_dot.hlo"
@@ -138,19 +139,14 @@ def test_the_outputs_say_what_was_found_and_how(trained_run, program, measure_sc
     assert any((c == best).all() for c in configs)
 
 
-@pytest.mark.parametrize("answer, says", [
-    ("sys.exit(3)", "exited with status 3"),
-    ("print(1.0, 2.0, sep=chr(10))", "printed 2 runtime lines for 8 configs"),
-    ("print(*['fast'] * 8, sep=chr(10))", "line 1 is not a number: 'fast'"),
-])
-def test_a_bad_measure_command_is_one_clear_line(trained_run, program, measure_script, tmp_path,
-                                                 answer, says):
+def test_a_bad_measure_command_is_one_clear_line(trained_run, program, measure_script,
+                                                 tmp_path):
     """The first measurement (the default) goes through a good command; then a bad one fails
     the first batch after it: one line naming the command and what was wrong, the good
     measurement kept, and a good command resumes from it."""
     bad, once = tmp_path / "bad.py", tmp_path / "once"
     bad.write_text(f"import os, sys\n"
-                   f"if os.path.exists({str(once)!r}):\n    {answer}\n    sys.exit(0)\n"
+                   f"if os.path.exists({str(once)!r}):\n    sys.exit(3)\n"
                    f"open({str(once)!r}, 'w').close()\nprint(5.0)\n")
     out = tmp_path / "out"
     failed = _tune(trained_run, program, _command(bad), out)
@@ -158,12 +154,29 @@ def test_a_bad_measure_command_is_one_clear_line(trained_run, program, measure_s
     lines = failed.stderr.strip().splitlines()
     error = [s for s in lines if s.startswith("error:")]
     assert len(error) == 1 and "Traceback" not in failed.stderr, failed.stderr
-    assert str(bad) in error[0] and says in error[0] and "measurements made before it: 1" in error[0]
+    assert str(bad) in error[0] and "exited with status 3" in error[0]
+    assert "measurements made before it: 1" in error[0]
     resumed = _tune(trained_run, program, _command(measure_script), out,
                     env={"CALLS": str(tmp_path / "calls")})
     assert resumed.returncode == 0, resumed.stderr
     assert "1 measurements to replay" in resumed.stdout
     assert len(_calls(tmp_path / "calls")) == 29
+
+
+@pytest.mark.parametrize("answer, says", [
+    ("print(1.0, 2.0, sep=chr(10))", "printed 2 runtime lines for 8 configs"),
+    ("print(*['fast'] * 8, sep=chr(10))", "line 1 is not a number: 'fast'"),
+    ("print(*[1.0] * 7, -2.0, sep=chr(10))", "line 8 is not a positive runtime: '-2.0'"),
+    ("import sys; sys.exit(3)", "exited with status 3"),
+])
+def test_what_a_measure_command_printed_wrong_is_named(tmp_path, answer, says):
+    """The command's answer is read as tune reads it (the test above shows the error reaching
+    the user as one line)."""
+    script = tmp_path / "answer.py"
+    script.write_text(answer + "\n")
+    with pytest.raises(MeasureCommandError, match=re.escape(says)) as caught:
+        run_command(_command(script), np.full((8, 3, 18), -1, np.int8), tmp_path)
+    assert str(script) in str(caught.value)
 
 
 def test_an_hlo_program_is_tuned(trained_run, measure_script, tmp_path):

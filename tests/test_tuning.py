@@ -16,6 +16,7 @@ from models.metrics import kendall_tau_b
 from models.api.node_effects import EffectsParams
 from models.api.refine import refine
 from models.reporting.figures import tuning_curves
+from models.evaluation.hardware import Hardware, quirk_sum
 from models.evaluation.live_search import genetic_best
 from models.evaluation.tune_sim import (SimSettings, _picks, distinct_pool, random_best,
                                         simulate)
@@ -328,3 +329,36 @@ def test_the_genetic_row_is_the_stand_ins_runtime_of_the_files_fastest_measured_
             return 1.0 + (c >= 0).sum(axis=(1, 2))
 
     assert genetic_best(StandIn(), path) == 4.0      # the file's fastest (row 2), not row 1
+
+
+def test_the_stand_ins_quirks_are_a_fixed_normal_effect_per_set_node_group_and_layout():
+    """Each (node, slot group, layout) a config sets adds its own N(0, sd^2) log runtime, the
+    same every time; the compiler default adds nothing; effects of disjoint groups add."""
+    nc, sd, key = 400, 0.01, np.uint64(12345)
+    default = np.full((1, nc, 18), -1, np.int8)
+    assert quirk_sum(default, sd, key)[0] == 0.0
+    one = np.full((3 * nc, nc, 18), -1, np.int8)          # each config sets one group alone
+    for i in range(3 * nc):
+        one[i, i // 3, 6 * (i % 3):6 * (i % 3) + 2] = (1, 0)
+    effects = quirk_sum(one, sd, key)
+    assert abs(effects.mean()) < 4 * sd / np.sqrt(effects.size)
+    assert 0.9 < effects.std() / sd < 1.1
+    assert np.corrcoef(effects, quirk_sum(one, sd, np.uint64(54321)))[0, 1] < 0.15
+    swapped = one.copy()
+    swapped[swapped == 1], swapped[one == 0] = 0, 1        # the same groups, another layout
+    assert np.corrcoef(effects, quirk_sum(swapped, sd, key))[0, 1] < 0.15
+    both = np.maximum(one[:1], one[5:6])                   # node 0's output, node 1's kernel
+    assert quirk_sum(both, sd, key)[0] == pytest.approx(effects[0] + effects[5])
+    np.testing.assert_array_equal(quirk_sum(one, sd, key), effects)
+
+
+def test_a_quirked_stand_in_adds_its_quirks_to_the_same_stand_ins_runtime(trained_run, tiny_npz):
+    path = list_npz(tiny_npz, "layout:xla:default", "valid")[0]
+    with np.load(path) as z:
+        configs = z["node_config_feat"][:20].astype(np.int8)
+    plain = Hardware.load(trained_run, path)
+    quirked = Hardware.load(trained_run, path, quirks=0.02, quirk_seed=3)
+    shift = np.log(quirked.runtime(configs) / plain.runtime(configs))
+    np.testing.assert_allclose(shift, quirk_sum(configs, 0.02, quirked.quirk_key), atol=1e-9)
+    assert np.abs(shift).max() > 0.005
+    assert quirked.default_runtime == pytest.approx(plain.default_runtime, rel=1e-12)

@@ -14,6 +14,14 @@ files share the graph), log runtime = a + b * score over that file's configs, b 
 spread of the file's log runtimes (not least squares, which would shrink a weak score's range);
 the stand-in's log runtime is the mean over those collections.
 
+Quirks (`quirks` > 0): what the stand-in's model cannot know of the graph and hardware would
+add. Each (node, slot group, layout) the config sets adds its own fixed random amount to the log
+runtime, normal with sd `quirks`, drawn from the graph's arrays and `quirk_seed` (the compiler
+default sets nothing, so its runtime is unchanged). Without them the stand-in agrees with the
+tuner's model (same features, same learner) and rewards trusting it; with them the tuner's model
+is wrong in the way its per-graph learner (models/api/node_effects.py) assumes, which rewards
+learning. Neither is hardware: a tuner should do well on both.
+
     python -m models.evaluation.hardware tree --data-dir ../shared/tpugraphs_dev --out DIR
     python pipeline.py train --data-dir DIR --ranker regression --seeds 1 --collections ...
     python -m models.evaluation.hardware measure --run RUN --graph FILE.npz CONFIGS.npy
@@ -28,10 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from scipy.special import ndtri
 
 from features.npz.find import collection_dir, list_npz, resolve_npz_root
 from models.api import CostModel
 from models.api.candidates import GRAPH_KEYS
+from models.tuning.space import group_codes
 
 HARDWARE_COLLECTIONS = ("layout:xla:default", "layout:xla:random", "layout:nlp:default",
                         "layout:nlp:random")
@@ -78,8 +88,9 @@ class Calibrated:
 class Hardware:
     """The stand-in's true runtime of any valid config of one graph, and noisy measurements."""
 
-    def __init__(self, model: CostModel, graph_file: Path, noise: float = NOISE):
-        self.model, self.noise = model, noise
+    def __init__(self, model: CostModel, graph_file: Path, noise: float = NOISE,
+                 quirks: float = 0.0, quirk_seed: int = 0):
+        self.model, self.noise, self.quirks = model, noise, quirks
         files = {c: f for c, f in sibling_files(graph_file).items() if c in model.models}
         if not files:
             raise ValueError(f"{graph_file}: the stand-in {model.source} has no model for the "
@@ -87,14 +98,17 @@ class Hardware:
         with np.load(graph_file) as z:
             self.graph = {k: z[k] for k in GRAPH_KEYS}
         self.parts = [self._calibrate(c, f) for c, f in sorted(files.items())]
+        digest = hashlib.blake2b(self.graph["node_feat"].tobytes(), digest_size=8).digest()
+        self.quirk_key = np.uint64(int.from_bytes(digest, "little") ^ quirk_seed)
         nc = self.graph["node_config_ids"].size
         self.default_runtime = float(self.runtime(np.full((1, nc, 18), -1, np.int8))[0])
 
     @classmethod
-    def load(cls, run_dir: Path, graph_file: Path, noise: float = NOISE) -> "Hardware":
+    def load(cls, run_dir: Path, graph_file: Path, noise: float = NOISE, quirks: float = 0.0,
+             quirk_seed: int = 0) -> "Hardware":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")     # a sample-trained stand-in is meant here
-            return cls(CostModel.load(run_dir), graph_file, noise)
+            return cls(CostModel.load(run_dir), graph_file, noise, quirks, quirk_seed)
 
     def _calibrate(self, collection: str, path: Path) -> Calibrated:
         with np.load(path) as z:
@@ -112,8 +126,9 @@ class Hardware:
 
     def log_runtime(self, configs: np.ndarray) -> np.ndarray:
         """(k,) the stand-in's noiseless log runtime of configs (k, nc, 18)."""
-        return np.mean([p.level + p.slope * self._scores(p.collection, configs, p.reference)
-                        for p in self.parts], axis=0)
+        model = np.mean([p.level + p.slope * self._scores(p.collection, configs, p.reference)
+                         for p in self.parts], axis=0)
+        return model + quirk_sum(configs, self.quirks, self.quirk_key) if self.quirks else model
 
     def runtime(self, configs: np.ndarray) -> np.ndarray:
         return np.exp(self.log_runtime(configs))
@@ -121,6 +136,30 @@ class Hardware:
     def measure(self, configs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Noisy runtimes, as a measurement would give them."""
         return self.runtime(configs) * np.exp(rng.normal(0.0, self.noise, len(configs)))
+
+
+def quirk_sum(configs: np.ndarray, sd: float, key: np.uint64) -> np.ndarray:
+    """(k,) the sum of the quirks of the (node, group, layout) each config (k, nc, 18) sets:
+    each a fixed N(0, sd^2) draw of its own, from a hash of (key, node, group, layout)."""
+    codes = group_codes(configs).astype(np.uint64)
+    nc = codes.shape[1]
+    slot = np.arange(nc * 3, dtype=np.uint64).reshape(1, nc, 3)
+    z = ndtri(_unit(_mix(slot * np.uint64(7 ** 6) + codes, key)))
+    return sd * np.where(codes > 0, z, 0.0).sum(axis=(1, 2))
+
+
+def _mix(x: np.ndarray, key: np.uint64) -> np.ndarray:
+    """splitmix64's finaliser of x ^ key: a fixed pseudo-random uint64 for each value."""
+    with np.errstate(over="ignore"):
+        x = (x ^ key) + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    """uint64 -> (0, 1): the top 53 bits, centred in their cell."""
+    return ((x >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0 ** 53
 
 
 def noise_rng(configs: np.ndarray, seed: int) -> np.random.Generator:
@@ -144,6 +183,9 @@ def main(argv=None) -> int:
     m.add_argument("--graph", required=True, type=Path, help="the graph's npz file")
     m.add_argument("--noise", type=float, default=NOISE)
     m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--quirks", type=float, default=0.0,
+                   help="sd of each set (node, group, layout)'s own log-runtime effect")
+    m.add_argument("--quirk-seed", type=int, default=0)
     m.add_argument("configs", type=Path, help=".npy of (k, nc, 18) configs")
     args = p.parse_args(argv)
     if args.command == "tree":
@@ -153,7 +195,8 @@ def main(argv=None) -> int:
         print(hardware_tree(root, args.out))
         return 0
     configs = np.load(args.configs).astype(np.int8)
-    runtimes = Hardware.load(args.run, args.graph, args.noise).measure(
+    runtimes = Hardware.load(args.run, args.graph, args.noise, args.quirks,
+                              args.quirk_seed).measure(
         configs, noise_rng(configs, args.seed))
     sys.stdout.write("".join(f"{r:.6g}\n" for r in runtimes))
     return 0

@@ -9,6 +9,8 @@ Three searches per graph and seed, the same budget and noise stream:
 - blind:   the same evolution scored at random (no model: measurements alone steer it).
 Beside them, `genetic`: what the dataset's own search returned, the file's config of lowest
 measured runtime (its thousands of measurements), judged by the same stand-in.
+With `--quirks SD` the stand-in adds its fixed per-(node, group, layout) quirks (hardware.py):
+the tuner's model is then wrong in a way measurements can teach.
 Each search's returned best is judged by the stand-in's noiseless runtime over the default's;
 a family's figure is the geometric mean over its graphs (CNN = layout:xla, transformer =
 layout:nlp), per seed and over seeds.
@@ -57,8 +59,9 @@ def one_search(model: CostModel, hw: Hardware, search: str, budget: int, seed: i
                              seed=seed, settings=settings, learn=search == "updated")
 
 
-def graph_results(model, hw_run, path, collection, budget, seeds, settings) -> dict:
-    hw = Hardware.load(hw_run, path)
+def graph_results(model, hw_run, path, collection, budget, seeds, settings,
+                  quirks: float = 0.0) -> dict:
+    hw = Hardware.load(hw_run, path, quirks=quirks)
     out = {"graph": path.stem, "nodes": int(hw.graph["node_config_ids"].size),
            "genetic": genetic_best(hw, path)}
     for search in SEARCHES:
@@ -105,14 +108,15 @@ def run(args) -> dict:
     settings = TuneSettings()
     result = {"stand_in": "a cost model fitted on every dev graph, the valid ones included, with "
                           "1% noise: NOT a TPU; the search works, not how well on hardware",
-              "run": str(args.run), "hardware": str(args.hardware), "budget": args.budget,
+              "run": str(args.run), "hardware": str(args.hardware), "quirks": args.quirks,
+              "budget": args.budget,
               "seeds": list(args.seeds), "model_seeds": args.model_seeds, "families": {}}
     for collection in COLLECTIONS:
         files = list_npz(root, collection, "valid")[:args.max_graphs or None]
         start, graphs = time.perf_counter(), []
         for f in files:
             graphs.append(graph_results(model, args.hardware, f, collection, args.budget,
-                                        args.seeds, settings))
+                                        args.seeds, settings, args.quirks))
             print(f"{collection} {f.stem}: " + ", ".join(
                 f"{s} {geomean(graphs[-1][s]):.3f}" for s in SEARCHES), flush=True)
         result["families"][FAMILY[collection]] = {
@@ -123,8 +127,8 @@ def run(args) -> dict:
 
 def format_table(result: dict) -> str:
     lines = [f"best found / compiler default, stand-in runtime, after {result['budget']} "
-             f"measurements (geometric mean over graphs; seeds {result['seeds']}); "
-             f"THE STAND-IN IS A MODEL, NOT A TPU",
+             f"measurements (geometric mean over graphs; seeds {result['seeds']}; quirks "
+             f"{result.get('quirks', 0.0)}); THE STAND-IN IS A MODEL, NOT A TPU",
              f"{'family':<20} {'search':<8} {'geomean':>8}  per seed{'':<16} slower than default"]
     for family, f in result["families"].items():
         for i, s in enumerate(SEARCHES):
@@ -148,6 +152,8 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--model-seeds", type=int, help="the run's first N seed models only")
     p.add_argument("--max-graphs", type=int, default=0, help="per family (0: all)")
+    p.add_argument("--quirks", type=float, default=0.0,
+                   help="the stand-in's per (node, group, layout) log-runtime sd (hardware.py)")
     p.add_argument("--out", type=Path, help="write the result as JSON")
     args = p.parse_args(argv)
     result = run(args)
