@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import pickle
 import time
 from concurrent.futures import ProcessPoolExecutor
 
@@ -69,10 +70,13 @@ TINY = st.BenchSpec(layout_configs=1_500, layout_config_nodes=12, layout_nodes=2
 
 
 def _in_this_process(fn, *args):
-    """measure's twin without a fresh child per stage (seconds of imports each)."""
+    """measure's twin without a fresh child per stage (seconds of imports each); what goes to
+    and comes from a stage is pickled as a child's would be."""
+    fn, args = pickle.loads(pickle.dumps((fn, args)))
     start = time.perf_counter()
     result = fn(*args)
-    return st.Run(time.perf_counter() - start, st.peak_rss_mb()), result
+    seconds = time.perf_counter() - start
+    return st.Run(seconds, st.peak_rss_mb()), pickle.loads(pickle.dumps(result))
 
 
 def _bench_in_one_child(root, spec):

@@ -76,8 +76,8 @@ def test_a_build_stopped_by_a_signal_says_one_line_and_leaves_nothing(signals, t
     assert f"interrupted ({sig.name})" in err and "rerunning it resumes" in err
     assert _group_gone(proc.pid), "a process of the interrupted build is still running"
     assert not [p for p in cache.rglob("*") if ".tmp-" in p.name], "temporaries were left"
-    if signals != [signal.SIGINT]:
-        return     # what the signal leaves is alike; the resume is checked once (a whole build)
+    if len(signals) == 1:
+        return     # the resume is checked once (a whole build): where cleanup was interrupted
     rerun = subprocess.run([sys.executable, str(REPO / "pipeline.py"), "build-features",
                             "--data-dir", str(tiny_root), "--cache-dir", str(cache),
                             "--workers", "1"], cwd=REPO, capture_output=True, text=True,

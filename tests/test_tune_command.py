@@ -167,6 +167,7 @@ def test_a_bad_measure_command_is_one_clear_line(trained_run, program, measure_s
     ("print(1.0, 2.0, sep=chr(10))", "printed 2 runtime lines for 8 configs"),
     ("print(*['fast'] * 8, sep=chr(10))", "line 1 is not a number: 'fast'"),
     ("print(*[1.0] * 7, -2.0, sep=chr(10))", "line 8 is not a positive runtime: '-2.0'"),
+    ("print(*[1.0] * 7, 'nan', sep=chr(10))", "line 8 is not a positive runtime: 'nan'"),
     ("import sys; sys.exit(3)", "exited with status 3"),
 ])
 def test_what_a_measure_command_printed_wrong_is_named(tmp_path, answer, says):

@@ -17,6 +17,7 @@ from models.api.node_effects import EffectsParams
 from models.api.refine import refine
 from models.reporting.figures import tuning_curves
 from models.evaluation.hardware import Hardware, quirk_sum
+from models.evaluation.hardware import main as hardware_main
 from models.evaluation.live_search import genetic_best
 from models.evaluation.tune_sim import (SimSettings, _picks, distinct_pool, random_best,
                                         simulate)
@@ -343,6 +344,7 @@ def test_the_stand_ins_quirks_are_a_fixed_normal_effect_per_set_node_group_and_l
     effects = quirk_sum(one, sd, key)
     assert abs(effects.mean()) < 4 * sd / np.sqrt(effects.size)
     assert 0.9 < effects.std() / sd < 1.1
+    assert 0.03 < np.mean(np.abs(effects) > 1.96 * sd) < 0.07      # normal tails, not uniform
     assert np.corrcoef(effects, quirk_sum(one, sd, np.uint64(54321)))[0, 1] < 0.15
     swapped = one.copy()
     swapped[swapped == 1], swapped[one == 0] = 0, 1        # the same groups, another layout
@@ -352,8 +354,11 @@ def test_the_stand_ins_quirks_are_a_fixed_normal_effect_per_set_node_group_and_l
     np.testing.assert_array_equal(quirk_sum(one, sd, key), effects)
 
 
-def test_a_quirked_stand_in_adds_its_quirks_to_the_same_stand_ins_runtime(trained_run, tiny_npz):
-    path = list_npz(tiny_npz, "layout:xla:default", "valid")[0]
+def test_a_quirked_stand_in_adds_its_quirks_to_the_same_stand_ins_runtime(trained_run, tiny_npz,
+                                                                          tmp_path, capsys):
+    """The quirks shift the stand-in's log runtime by their sum, drawn anew for another
+    quirk seed or graph; `measure --quirks` prints the quirked runtimes."""
+    path, other = list_npz(tiny_npz, "layout:xla:default", "valid")[:2]
     with np.load(path) as z:
         configs = z["node_config_feat"][:20].astype(np.int8)
     plain = Hardware.load(trained_run, path)
@@ -361,4 +366,13 @@ def test_a_quirked_stand_in_adds_its_quirks_to_the_same_stand_ins_runtime(traine
     shift = np.log(quirked.runtime(configs) / plain.runtime(configs))
     np.testing.assert_allclose(shift, quirk_sum(configs, 0.02, quirked.quirk_key), atol=1e-9)
     assert np.abs(shift).max() > 0.005
-    assert quirked.default_runtime == pytest.approx(plain.default_runtime, rel=1e-12)
+    keys = {quirked.quirk_key, plain.quirk_key,
+            Hardware.load(trained_run, path, quirks=0.02, quirk_seed=-4).quirk_key,
+            Hardware.load(trained_run, other, quirks=0.02, quirk_seed=3).quirk_key}
+    assert len(keys) == 4
+    np.save(tmp_path / "c.npy", configs)
+    assert hardware_main(["measure", "--run", str(trained_run), "--graph", str(path), "--noise",
+                          "0", "--quirks", "0.02", "--quirk-seed", "3",
+                          str(tmp_path / "c.npy")]) == 0
+    printed = np.array(capsys.readouterr().out.split(), float)
+    np.testing.assert_allclose(printed, quirked.runtime(configs), rtol=1e-5)

@@ -35,7 +35,9 @@ INTERCEPT_VAR = 1.0     # prior variance of the graph's level, log runtime about
 class EffectsParams:
     noise: tuple[float, ...] = (0.004, 0.008, 0.016, 0.032, 0.064)   # sd of log runtime
     effect: tuple[float, ...] = (0.0, 0.003, 0.01, 0.03, 0.1)        # sd of one group's effect
-    slope: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3, 1.0)           # |log runtime| per score
+    # |log runtime| per score (and its coefficient's sd). No smaller ones: over the narrow
+    # score range a search measures, they let the evidence drop the trained model (records)
+    slope: tuple[float, ...] = (0.1, 0.3, 1.0)
     min_measurements: int = 3     # fewer: the prior alone
 
 

@@ -41,7 +41,7 @@ from scipy.special import ndtri
 from features.npz.find import collection_dir, list_npz, resolve_npz_root
 from models.api import CostModel
 from models.api.candidates import GRAPH_KEYS
-from models.tuning.space import group_codes
+from models.api.node_effects import indicators
 
 HARDWARE_COLLECTIONS = ("layout:xla:default", "layout:xla:random", "layout:nlp:default",
                         "layout:nlp:random")
@@ -98,8 +98,10 @@ class Hardware:
         with np.load(graph_file) as z:
             self.graph = {k: z[k] for k in GRAPH_KEYS}
         self.parts = [self._calibrate(c, f) for c, f in sorted(files.items())]
-        digest = hashlib.blake2b(self.graph["node_feat"].tobytes(), digest_size=8).digest()
-        self.quirk_key = np.uint64(int.from_bytes(digest, "little") ^ quirk_seed)
+        salt = int(quirk_seed).to_bytes(16, "little", signed=True)
+        digest = hashlib.blake2b(self.graph["node_feat"].tobytes(), digest_size=8,
+                                 salt=salt).digest()
+        self.quirk_key = np.uint64(int.from_bytes(digest, "little"))
         nc = self.graph["node_config_ids"].size
         self.default_runtime = float(self.runtime(np.full((1, nc, 18), -1, np.int8))[0])
 
@@ -141,11 +143,9 @@ class Hardware:
 def quirk_sum(configs: np.ndarray, sd: float, key: np.uint64) -> np.ndarray:
     """(k,) the sum of the quirks of the (node, group, layout) each config (k, nc, 18) sets:
     each a fixed N(0, sd^2) draw of its own, from a hash of (key, node, group, layout)."""
-    codes = group_codes(configs).astype(np.uint64)
-    nc = codes.shape[1]
-    slot = np.arange(nc * 3, dtype=np.uint64).reshape(1, nc, 3)
-    z = ndtri(_unit(_mix(slot * np.uint64(7 ** 6) + codes, key)))
-    return sd * np.where(codes > 0, z, 0.0).sum(axis=(1, 2))
+    keys = indicators(configs)
+    z = ndtri(_unit(_mix(keys.astype(np.uint64), key)))
+    return sd * np.where(keys >= 0, z, 0.0).sum(axis=(1, 2))
 
 
 def _mix(x: np.ndarray, key: np.uint64) -> np.ndarray:
@@ -158,8 +158,8 @@ def _mix(x: np.ndarray, key: np.uint64) -> np.ndarray:
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
-    """uint64 -> (0, 1): the top 53 bits, centred in their cell."""
-    return ((x >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0 ** 53
+    """uint64 -> (0, 1): the top 52 bits, centred in their cell (exact in a float64)."""
+    return ((x >> np.uint64(12)).astype(np.float64) + 0.5) / 2.0 ** 52
 
 
 def noise_rng(configs: np.ndarray, seed: int) -> np.random.Generator:
@@ -185,7 +185,7 @@ def main(argv=None) -> int:
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--quirks", type=float, default=0.0,
                    help="sd of each set (node, group, layout)'s own log-runtime effect")
-    m.add_argument("--quirk-seed", type=int, default=0)
+    m.add_argument("--quirk-seed", type=int, default=0, help="which draw of the quirks")
     m.add_argument("configs", type=Path, help=".npy of (k, nc, 18) configs")
     args = p.parse_args(argv)
     if args.command == "tree":
@@ -195,9 +195,8 @@ def main(argv=None) -> int:
         print(hardware_tree(root, args.out))
         return 0
     configs = np.load(args.configs).astype(np.int8)
-    runtimes = Hardware.load(args.run, args.graph, args.noise, args.quirks,
-                              args.quirk_seed).measure(
-        configs, noise_rng(configs, args.seed))
+    hw = Hardware.load(args.run, args.graph, args.noise, args.quirks, args.quirk_seed)
+    runtimes = hw.measure(configs, noise_rng(configs, args.seed))
     sys.stdout.write("".join(f"{r:.6g}\n" for r in runtimes))
     return 0
 

@@ -59,8 +59,7 @@ def one_search(model: CostModel, hw: Hardware, search: str, budget: int, seed: i
                              seed=seed, settings=settings, learn=search == "updated")
 
 
-def graph_results(model, hw_run, path, collection, budget, seeds, settings,
-                  quirks: float = 0.0) -> dict:
+def graph_results(model, hw_run, path, collection, budget, seeds, settings, quirks) -> dict:
     hw = Hardware.load(hw_run, path, quirks=quirks)
     out = {"graph": path.stem, "nodes": int(hw.graph["node_config_ids"].size),
            "genetic": genetic_best(hw, path)}
