@@ -18,9 +18,9 @@ Quirks (`quirks` > 0): what the stand-in's model cannot know of the graph and ha
 add. Each (node, slot group, layout) the config sets adds its own fixed random amount to the log
 runtime, normal with sd `quirks`, drawn from the graph's arrays and `quirk_seed` (the compiler
 default sets nothing, so its runtime is unchanged). Without them the stand-in agrees with the
-tuner's model (same features, same learner) and rewards trusting it; with them the tuner's model
-is wrong in the way its per-graph learner (models/api/node_effects.py) assumes, which rewards
-learning. Neither is hardware: a tuner should do well on both.
+tuner's model (same features, boosted trees too) and rewards trusting it; with them the tuner's
+model is wrong in the way its per-graph learner (models/api/node_effects.py) assumes, which
+rewards learning. Neither is hardware: a tuner should do well on both.
 
     python -m models.evaluation.hardware tree --data-dir ../shared/tpugraphs_dev --out DIR
     python pipeline.py train --data-dir DIR --ranker regression --seeds 1 --collections ...
