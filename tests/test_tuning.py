@@ -361,14 +361,15 @@ def test_a_quirked_stand_in_adds_its_quirks_to_the_same_stand_ins_runtime(traine
     path, other = list_npz(tiny_npz, "layout:xla:default", "valid")[:2]
     with np.load(path) as z:
         configs = z["node_config_feat"][:20].astype(np.int8)
-    plain = Hardware.load(trained_run, path)
-    quirked = Hardware.load(trained_run, path, quirks=0.02, quirk_seed=3)
+    model = CostModel.load(trained_run)
+    plain = Hardware(model, path)
+    quirked = Hardware(model, path, quirks=0.02, quirk_seed=3)
     shift = np.log(quirked.runtime(configs) / plain.runtime(configs))
     np.testing.assert_allclose(shift, quirk_sum(configs, 0.02, quirked.quirk_key), atol=1e-9)
     assert np.abs(shift).max() > 0.005
     keys = {quirked.quirk_key, plain.quirk_key,
-            Hardware.load(trained_run, path, quirks=0.02, quirk_seed=-4).quirk_key,
-            Hardware.load(trained_run, other, quirks=0.02, quirk_seed=3).quirk_key}
+            Hardware(model, path, quirks=0.02, quirk_seed=-4).quirk_key,
+            Hardware(model, other, quirks=0.02, quirk_seed=3).quirk_key}
     assert len(keys) == 4
     np.save(tmp_path / "c.npy", configs)
     assert hardware_main(["measure", "--run", str(trained_run), "--graph", str(path), "--noise",
