@@ -8,7 +8,9 @@ Numba (inline='always'): as separate functions their calls made it about 4x slow
 1,000 configs x 600 nodes, one thread: 481-541 ms against 115-139 ms). That includes the steps
 of _node_quantities: called, not inlined, they made layout_full 1.7-2.5x slower (three dev xla
 graphs, 1,000 configs x ~2,000 nodes); helpers called once per node or per tile of nodes are not
-inlined, which keeps the kernel's compile shorter.
+inlined, which keeps the compile short: the inlined helpers are compiled into one kernel,
+_distinct_values, that both layout_config_features and node_rows call (a clean checkout
+compiled them into both, and into the parallel loop's body, in 170 s; now about 75 s).
 """
 from __future__ import annotations
 
@@ -471,45 +473,66 @@ def _add_tile(vecs, which, si, k0, k1, lo, hi, out):
                 out[i, base + t] += vec[t]
 
 
-@njit(cache=True, inline='always')
-def _memo_nodes(codes, lo, hi, si, sf, shapes, pad, defaults, fixed, roles, ptr, keys, shares,
-                modal, out):
-    """Rows lo..hi-1: each node's distinct (own code, what it reads of other nodes) is computed
-    once and added to every row that has it. A real file gives a node a few dozen distinct
-    layouts among 1,000 configs (efficientnet_b1: 160 distinct combinations per node on
-    average), so most rows only add; even where two thirds of a node's values are new (the
-    generated bench graph) this beats computing every row. Slots are decoded from the
+@njit(cache=True)
+def _distinct_values(codes, k0, k1, lo, hi, si, sf, shapes, pad, defaults, fixed, roles, ptr,
+                     keys, shares, modal, table, sample, vecs, key, which):
+    """Nodes k0..k1-1 in rows lo..hi-1: each node's distinct (own code, what it reads of other
+    nodes), whose quantities go to vecs[:used] once, what makes each to key[:used] (node, own
+    code, source key), and the index of each (node, row)'s into which[k - k0, i - lo]; returns
+    used. vecs and key need room for (k1 - k0) * (hi - lo) values; table is a _new_table for
+    hi - lo keys, sample one for a node's sampled values. A real file gives a node a few dozen
+    distinct layouts among 1,000 configs (efficientnet_b1: 160 distinct combinations per node
+    on average), so most (node, row)s only look their value up. Slots are decoded from the
     node-major codes: read node by node, node_config_feat would miss the cache every row.
-    Nodes go NODE_TILE at a time: first each node's rows are matched to its distinct values,
-    then the tile's sums are added row by row (an out row is 1.8 KB: added node by node, every
-    row fell out of the cache between two nodes)."""
-    n = hi - lo
-    bits, stamp, slot_keys, entry = _new_table(n)
-    sample = _new_table(np.max(ptr[1:] - ptr[:-1]) if ptr.size > 1 else 0)
-    vecs = np.empty((NODE_TILE * n, N_QUANT))
-    which = np.empty((NODE_TILE, n), np.int64)
+
+    The one kernel the per-(config, node) helpers are inlined into (they are compiled once,
+    here): layout_config_features and node_rows call it per tile of nodes or per node."""
+    bits, stamp, slot_keys, entry = table
     slots = np.full((4, N_LAYOUT_CONFIG_FEAT), -1, np.int64)
     eo, ei, ek = np.empty(6, np.int64), np.empty(6, np.int64), np.empty(6, np.int64)
     tmp, scratch = np.empty(6, np.int64), np.empty((2, 6), np.int64)
+    used = 0
+    for k in range(k0, k1):
+        in_pos, ker_pos, first = si[k, S_IN_POS], si[k, S_KER_POS], si[k, S_SIB_FIRST]
+        _hash_sample(ptr, keys, k, sample)
+        for i in range(lo, hi):
+            own, src = codes[k, i], _source_key(codes, i, in_pos, ker_pos, first)
+            h = _find(stamp, slot_keys, k, own, src, bits)
+            if stamp[h] != k:
+                stamp[h], slot_keys[h, 0], slot_keys[h, 1], entry[h] = k, own, src, used
+                _decode_reads(codes, i, own, in_pos, ker_pos, first, slots)
+                vecs[used, :] = 0.0
+                _all_quantities(slots[0], slots[1], slots[2], slots[3], k, si, sf, shapes, pad,
+                                defaults, fixed, roles, vecs[used], eo, ei, ek, tmp, scratch)
+                _value_terms(k, own, sample, shares, modal, vecs[used])
+                key[used, 0], key[used, 1], key[used, 2] = k, own, src
+                used += 1
+            which[k - k0, i - lo] = entry[h]
+    return used
+
+
+@njit(cache=True, inline='always')
+def _sample_table(ptr):
+    """A _new_table for the most sampled values any node has (value_table's ptr)."""
+    return _new_table(np.max(ptr[1:] - ptr[:-1]) if ptr.size > 1 else 0)
+
+
+@njit(cache=True)
+def _memo_nodes(codes, lo, hi, si, sf, shapes, pad, defaults, fixed, roles, ptr, keys, shares,
+                modal, out):
+    """Rows lo..hi-1 of out: each node's distinct values (_distinct_values) added to every row
+    that has them. Nodes go NODE_TILE at a time: first each node's rows are matched to its
+    distinct values, then the tile's sums are added row by row (an out row is 1.8 KB: added
+    node by node, every row fell out of the cache between two nodes)."""
+    n = hi - lo
+    table, sample = _new_table(n), _sample_table(ptr)
+    vecs = np.empty((NODE_TILE * n, N_QUANT))
+    key = np.empty((NODE_TILE * n, 3), np.int64)
+    which = np.empty((NODE_TILE, n), np.int64)
     for k0 in range(0, codes.shape[0], NODE_TILE):
         k1 = min(codes.shape[0], k0 + NODE_TILE)
-        used = 0
-        for k in range(k0, k1):
-            in_pos, ker_pos, first = si[k, S_IN_POS], si[k, S_KER_POS], si[k, S_SIB_FIRST]
-            _hash_sample(ptr, keys, k, sample)
-            for i in range(lo, hi):
-                own, src = codes[k, i], _source_key(codes, i, in_pos, ker_pos, first)
-                h = _find(stamp, slot_keys, k, own, src, bits)
-                if stamp[h] != k:
-                    stamp[h], slot_keys[h, 0], slot_keys[h, 1], entry[h] = k, own, src, used
-                    _decode_reads(codes, i, own, in_pos, ker_pos, first, slots)
-                    vecs[used, :] = 0.0
-                    _all_quantities(slots[0], slots[1], slots[2], slots[3], k, si, sf, shapes,
-                                    pad, defaults, fixed, roles, vecs[used], eo, ei, ek, tmp,
-                                    scratch)
-                    _value_terms(k, own, sample, shares, modal, vecs[used])
-                    used += 1
-                which[k - k0, i - lo] = entry[h]
+        _distinct_values(codes, k0, k1, lo, hi, si, sf, shapes, pad, defaults, fixed, roles, ptr,
+                         keys, shares, modal, table, sample, vecs, key, which)
         _add_tile(vecs, which, si, k0, k1, lo, hi, out)
 
 
@@ -521,33 +544,23 @@ def node_rows(codes, si, sf, shapes, pad, defaults, fixed, roles, ptr, keys, sha
     (node, config). A config's sum of its nodes' rows is block 0 of layout_config_features.
     Arguments as there."""
     nc, r = codes.shape
-    bits, stamp, slot_keys, entry = _new_table(r)
-    sample = _new_table(np.max(ptr[1:] - ptr[:-1]) if ptr.size > 1 else 0)
+    table, sample = _new_table(r), _sample_table(ptr)
     which = np.empty((nc, r), np.int64)
+    node_vecs, node_key = np.empty((max(r, 1), N_QUANT)), np.empty((max(r, 1), 3), np.int64)
+    node_which = np.empty((1, r), np.int64)   # not a view of which: one compiled signature
     vecs, key = np.empty((max(4 * nc, 16), N_QUANT)), np.empty((max(4 * nc, 16), 3), np.int64)
-    slots = np.full((4, N_LAYOUT_CONFIG_FEAT), -1, np.int64)
-    eo, ei, ek = np.empty(6, np.int64), np.empty(6, np.int64), np.empty(6, np.int64)
-    tmp, scratch = np.empty(6, np.int64), np.empty((2, 6), np.int64)
     used = 0
     for k in range(nc):
-        in_pos, ker_pos, first = si[k, S_IN_POS], si[k, S_KER_POS], si[k, S_SIB_FIRST]
-        _hash_sample(ptr, keys, k, sample)
-        for i in range(r):
-            own, src = codes[k, i], _source_key(codes, i, in_pos, ker_pos, first)
-            h = _find(stamp, slot_keys, k, own, src, bits)
-            if stamp[h] != k:
-                if used == key.shape[0]:   # grow by doubling
-                    vecs = np.concatenate((vecs, np.empty_like(vecs)))
-                    key = np.concatenate((key, np.empty_like(key)))
-                stamp[h], slot_keys[h, 0], slot_keys[h, 1], entry[h] = k, own, src, used
-                _decode_reads(codes, i, own, in_pos, ker_pos, first, slots)
-                vecs[used, :] = 0.0
-                _all_quantities(slots[0], slots[1], slots[2], slots[3], k, si, sf, shapes, pad,
-                                defaults, fixed, roles, vecs[used], eo, ei, ek, tmp, scratch)
-                _value_terms(k, own, sample, shares, modal, vecs[used])
-                key[used, 0], key[used, 1], key[used, 2] = k, own, src
-                used += 1
-            which[k, i] = entry[h]
+        m = _distinct_values(codes, k, k + 1, np.int64(0), r, si, sf, shapes, pad, defaults, fixed, roles,
+                             ptr, keys, shares, modal, table, sample, node_vecs, node_key,
+                             node_which)
+        while used + m > key.shape[0]:   # grow by doubling
+            vecs = np.concatenate((vecs, np.empty_like(vecs)))
+            key = np.concatenate((key, np.empty_like(key)))
+        vecs[used:used + m] = node_vecs[:m]
+        key[used:used + m] = node_key[:m]
+        which[k] = node_which[0] + used
+        used += m
     return vecs[:used].copy(), key[:used].copy(), which
 
 
@@ -564,9 +577,9 @@ def layout_config_features(codes, si, sf, shapes, pad, defaults, fixed, roles, p
     value table of the sampled configs (value_table) -> (r, N_GROUPS * N_QUANT) float64.
     The rows are cut into n_blocks blocks that run in parallel, each writing only its own rows.
 
-    Each block's loops are inlined into the parallel loop's body: the row-by-row loop this one
-    replaced ran 2.3x slower when compiled as a function of its own (efficientnet_b1, 1,000
-    configs, one thread: 203 ms against 86 ms inlined), and this one 1.5x (59 ms against 40).
+    Each block is one call of _memo_nodes: its time is in the (node, row) loops, not in the call
+    (as the parallel loop's inlined body it ran no faster, on three dev graphs, and took 125 s
+    of a cold compile).
     """
     out = np.zeros((codes.shape[1], N_GROUPS * N_QUANT))
     size = (codes.shape[1] + n_blocks - 1) // n_blocks
