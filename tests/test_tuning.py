@@ -19,6 +19,7 @@ from models.reporting.figures import tuning_curves
 from models.evaluation.hardware import Hardware, quirk_sum
 from models.evaluation.hardware import main as hardware_main
 from models.evaluation.live_search import genetic_best
+from models.evaluation.live_search import main as live_search_main
 from models.evaluation.tune_sim import (SimSettings, _picks, distinct_pool, random_best,
                                         simulate)
 from models.api.candidates import read_candidates
@@ -377,3 +378,15 @@ def test_a_quirked_stand_in_adds_its_quirks_to_the_same_stand_ins_runtime(traine
                           str(tmp_path / "c.npy")]) == 0
     printed = np.array(capsys.readouterr().out.split(), float)
     np.testing.assert_allclose(printed, quirked.runtime(configs), rtol=1e-5)
+
+
+def test_a_live_search_refuses_an_unwritable_out_before_searching(tmp_path, capsys):
+    """--out under a file is one line and exit 2 before anything is loaded (the runs named
+    here do not exist: reaching them would be another error)."""
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(SystemExit) as stop:
+        live_search_main(["--run", str(tmp_path / "no-run"), "--hardware", str(tmp_path / "no"),
+                          "--data-dir", str(tmp_path), "--out", str(tmp_path / "file" / "r.json")])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"cannot write {tmp_path / 'file' / 'r.json'}" in err and "is a file" in err

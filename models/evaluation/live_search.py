@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 import warnings
 import zlib
@@ -30,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from features.npz.find import list_npz, resolve_npz_root
+from features.outputs import OutputPathError, check_file
 from models.api import CostModel
 from models.evaluation.hardware import Hardware
 from models.tuning.space import LayoutSpace
@@ -155,11 +157,23 @@ def main(argv=None) -> int:
                    help="the stand-in's per (node, group, layout) log-runtime sd (hardware.py)")
     p.add_argument("--out", type=Path, help="write the result as JSON")
     args = p.parse_args(argv)
-    result = run(args)
+    try:   # before the searches' minutes, not after
+        args.out and check_file(args.out)
+    except OutputPathError as exc:
+        p.error(str(exc))
+    try:
+        result = run(args)
+    except KeyboardInterrupt:
+        print("live_search: interrupted; nothing written", file=sys.stderr)
+        return 130
     print(format_table(result))
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=1))
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(result, indent=1))
+        except OSError as exc:
+            print(f"live_search: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
     return 0
 
 
