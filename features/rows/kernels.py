@@ -4,13 +4,14 @@ read's own kernels are features/npz/kernels.py).
 They share one file because Numba's on-disk cache does not notice edits to functions defined in
 other files; module-level integers below are compile-time constants of this same file.
 Helpers the layout kernel calls per (config, node), or per distinct node value, are inlined by
-Numba (inline='always'): as separate functions their calls made it about 4x slower (bench graph,
-1,000 configs x 600 nodes, one thread: 481-541 ms against 115-139 ms). That includes the steps
-of _node_quantities: called, not inlined, they made layout_full 1.7-2.5x slower (three dev xla
-graphs, 1,000 configs x ~2,000 nodes); helpers called once per node or per tile of nodes are not
-inlined, which keeps the compile short: the inlined helpers are compiled into one kernel,
-_distinct_values, that both layout_config_features and node_rows call (a clean checkout
-compiled them into both, and into the parallel loop's body, in 167 s; now 67 s).
+Numba (inline='always'; not _decode_reads, _value_terms): as separate functions their calls made
+it about 4x slower (bench graph, 1,000 configs x 600 nodes, one thread: 481-541 ms against
+115-139 ms). That includes the steps of _node_quantities: called, not inlined, they made
+layout_full 1.7-2.5x slower (three dev xla graphs, 1,000 configs x ~2,000 nodes); helpers called
+once per node or per tile of nodes are not inlined, which keeps the compile short: the inlined
+helpers are compiled into one kernel, _distinct_values, that both layout_config_features and
+node_rows call (a clean checkout compiled them into both, and into the parallel loop's body:
+those two kernels' compile took 167 s, now 67 s; models/records/README.md).
 """
 from __future__ import annotations
 
@@ -482,8 +483,10 @@ def _distinct_values(codes, k0, k1, lo, hi, si, sf, shapes, pad, defaults, fixed
     used. vecs and key need room for (k1 - k0) * (hi - lo) values; table is a _new_table for
     hi - lo keys, sample one for a node's sampled values. A real file gives a node a few dozen
     distinct layouts among 1,000 configs (efficientnet_b1: 160 distinct combinations per node
-    on average), so most (node, row)s only look their value up. Slots are decoded from the
-    node-major codes: read node by node, node_config_feat would miss the cache every row.
+    on average), so most (node, row)s only look their value up; even where two thirds of a
+    node's values are new (the generated bench graph) this beats computing every row. Slots
+    are decoded from the node-major codes: read node by node, node_config_feat would miss the
+    cache every row.
 
     The one kernel the per-(config, node) helpers are inlined into (they are compiled once,
     here): layout_config_features and node_rows call it per tile of nodes or per node."""
@@ -551,9 +554,9 @@ def node_rows(codes, si, sf, shapes, pad, defaults, fixed, roles, ptr, keys, sha
     vecs, key = np.empty((max(4 * nc, 16), N_QUANT)), np.empty((max(4 * nc, 16), 3), np.int64)
     used = 0
     for k in range(nc):
-        m = _distinct_values(codes, k, k + 1, np.int64(0), r, si, sf, shapes, pad, defaults, fixed, roles,
-                             ptr, keys, shares, modal, table, sample, node_vecs, node_key,
-                             node_which)
+        m = _distinct_values(codes, k, k + 1, np.int64(0), r, si, sf, shapes, pad, defaults,
+                             fixed, roles, ptr, keys, shares, modal, table, sample, node_vecs,
+                             node_key, node_which)
         while used + m > key.shape[0]:   # grow by doubling
             vecs = np.concatenate((vecs, np.empty_like(vecs)))
             key = np.concatenate((key, np.empty_like(key)))
@@ -577,9 +580,10 @@ def layout_config_features(codes, si, sf, shapes, pad, defaults, fixed, roles, p
     value table of the sampled configs (value_table) -> (r, N_GROUPS * N_QUANT) float64.
     The rows are cut into n_blocks blocks that run in parallel, each writing only its own rows.
 
-    Each block is one call of _memo_nodes: its time is in the (node, row) loops, not in the call
-    (as the parallel loop's inlined body it ran no faster, on three dev graphs, and took 125 s
-    of a cold compile).
+    Each block is one call of _memo_nodes: its time is in the (node, row) loops, not in the call.
+    Inlined into the parallel loop's body it was once measured 1.5x faster (efficientnet_b1,
+    59 ms against 40); with _distinct_values compiled once that did not reproduce (three dev
+    graphs, five calls each beside the inlined version: level), and it took 125 s to compile.
     """
     out = np.zeros((codes.shape[1], N_GROUPS * N_QUANT))
     size = (codes.shape[1] + n_blocks - 1) // n_blocks

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from features.npz.find import list_npz, resolve_npz_root
+from features.cache.store import StorageError, write_atomically
 from features.outputs import OutputPathError, check_file
 from models.api import CostModel
 from models.evaluation.hardware import Hardware
@@ -158,9 +159,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, help="write the result as JSON")
     args = p.parse_args(argv)
     try:   # before the searches' minutes, not after
-        args.out and check_file(args.out)
+        if args.out:
+            check_file(args.out)
     except OutputPathError as exc:
-        p.error(str(exc))
+        print(f"live_search: {exc}", file=sys.stderr)
+        return 2
     try:
         result = run(args)
     except KeyboardInterrupt:
@@ -170,12 +173,11 @@ def main(argv=None) -> int:
     if args.out:
         try:
             args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(result, indent=1))
-        except OSError as exc:
-            print(f"live_search: cannot write {args.out}: {exc.strerror or exc}", file=sys.stderr)
+            write_atomically(args.out, lambda tmp: tmp.write_text(json.dumps(result, indent=1)))
+        except (OSError, StorageError) as exc:
+            print(f"live_search: cannot write {args.out}: {exc}", file=sys.stderr)
             return 1
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())
