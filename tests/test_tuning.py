@@ -390,3 +390,16 @@ def test_a_live_search_refuses_an_unwritable_out_before_searching(tmp_path, caps
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert f"cannot write {out}" in err and "is a file" in err
+
+
+@pytest.mark.parametrize("what", ["run", "hardware", "data"])
+def test_a_live_search_names_a_missing_input_in_one_line(what, trained_run, tmp_path, capsys):
+    """A run that is not one, or a data directory with no TpuGraphs tree: one line naming it
+    and exit 2, before any search (a stale run is refused the same way, by CostModel.load)."""
+    given = {"run": trained_run, "hardware": trained_run, "data": trained_run.parent}
+    given[what] = tmp_path / "nothing"
+    code = live_search_main(["--run", str(given["run"]), "--hardware", str(given["hardware"]),
+                             "--data-dir", str(given["data"])])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith("live_search: ") and str(tmp_path / "nothing") in err

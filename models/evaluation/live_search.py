@@ -30,10 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
+from features import DataFormatError
 from features.npz.find import list_npz, resolve_npz_root
 from features.cache.store import StorageError, write_atomically
 from features.outputs import OutputPathError, check_file
-from models.api import CostModel
+from models.api import CostModel, StaleRunError
 from models.evaluation.hardware import Hardware
 from models.tuning.space import LayoutSpace
 from models.tuning.tuner import Blind, TuneSettings, tune
@@ -102,11 +103,20 @@ def summarise(graphs: list[dict], seeds) -> dict:
     return out
 
 
-def run(args) -> dict:
+def inputs(args) -> tuple[CostModel, Path]:
+    """The tuner's model and the dev npz root, the stand-in's run checked loadable: an error
+    here (a missing or stale run, no data) comes before the searches' minutes."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")      # FamilyMismatch etc.: the collection is named
         model = CostModel.load(args.run, seeds=args.model_seeds)
+        CostModel.load(args.hardware)
     root = resolve_npz_root(args.data_dir)
+    if root is None:
+        raise FileNotFoundError(f"{args.data_dir}: no TpuGraphs tree (npz_all/npz/layout/...)")
+    return model, root
+
+
+def run(args, model: CostModel, root: Path) -> dict:
     settings = TuneSettings()
     result = {"stand_in": "a cost model fitted on every dev graph, the valid ones included, with "
                           "1% noise: NOT a TPU; the search works, not how well on hardware",
@@ -161,11 +171,12 @@ def main(argv=None) -> int:
     try:   # before the searches' minutes, not after
         if args.out:
             check_file(args.out)
-    except OutputPathError as exc:
+        model, root = inputs(args)
+    except (OutputPathError, StaleRunError, DataFormatError, OSError, ValueError) as exc:
         print(f"live_search: {exc}", file=sys.stderr)
         return 2
     try:
-        result = run(args)
+        result = run(args, model, root)
     except KeyboardInterrupt:
         print("live_search: interrupted; nothing written", file=sys.stderr)
         return 130
