@@ -8,10 +8,10 @@ Numba (inline='always'; not _decode_reads, _value_terms): as separate functions 
 it about 4x slower (bench graph, 1,000 configs x 600 nodes, one thread: 481-541 ms against
 115-139 ms). That includes the steps of _node_quantities: called, not inlined, they made
 layout_full 1.7-2.5x slower (three dev xla graphs, 1,000 configs x ~2,000 nodes); helpers called
-once per node or per tile of nodes are not inlined, which keeps the compile short: the inlined
-helpers are compiled into one kernel, _distinct_values, that both layout_config_features and
-node_rows call (a clean checkout compiled them into both, and into the parallel loop's body:
-those two kernels' compile took 167 s, now 67 s; models/records/README.md).
+once per node or per tile of nodes are not inlined. The loop over distinct node values is
+written once (_distinct_values) and inlined into both kernels that use it, layout_config_features
+(through _memo_nodes) and node_rows: compiled once, as a function of its own, it compiled in
+about half the time but ran the layout kernel 1.3-2.4x slower (models/records/README.md).
 """
 from __future__ import annotations
 
@@ -474,7 +474,7 @@ def _add_tile(vecs, which, si, k0, k1, lo, hi, out):
                 out[i, base + t] += vec[t]
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _distinct_values(codes, k0, k1, lo, hi, si, sf, shapes, pad, defaults, fixed, roles, ptr,
                      keys, shares, modal, table, sample, vecs, key, which):
     """Nodes k0..k1-1 in rows lo..hi-1: each node's distinct (own code, what it reads of other
@@ -488,8 +488,9 @@ def _distinct_values(codes, k0, k1, lo, hi, si, sf, shapes, pad, defaults, fixed
     are decoded from the node-major codes: read node by node, node_config_feat would miss the
     cache every row.
 
-    The one kernel the per-(config, node) helpers are inlined into (they are compiled once,
-    here): layout_config_features and node_rows call it per tile of nodes or per node."""
+    The loop both kernels share, written once and inlined into each, beside the scratch
+    arrays the caller allocates (as a function of its own it made them 1.3-2.4x slower):
+    layout_config_features runs it per tile of nodes, node_rows per node."""
     bits, stamp, slot_keys, entry = table
     slots = np.full((4, N_LAYOUT_CONFIG_FEAT), -1, np.int64)
     eo, ei, ek = np.empty(6, np.int64), np.empty(6, np.int64), np.empty(6, np.int64)
@@ -520,7 +521,7 @@ def _sample_table(ptr):
     return _new_table(np.max(ptr[1:] - ptr[:-1]) if ptr.size > 1 else 0)
 
 
-@njit(cache=True)
+@njit(cache=True, inline='always')
 def _memo_nodes(codes, lo, hi, si, sf, shapes, pad, defaults, fixed, roles, ptr, keys, shares,
                 modal, out):
     """Rows lo..hi-1 of out: each node's distinct values (_distinct_values) added to every row
@@ -580,10 +581,10 @@ def layout_config_features(codes, si, sf, shapes, pad, defaults, fixed, roles, p
     value table of the sampled configs (value_table) -> (r, N_GROUPS * N_QUANT) float64.
     The rows are cut into n_blocks blocks that run in parallel, each writing only its own rows.
 
-    Each block is one call of _memo_nodes: its time is in the (node, row) loops, not in the call.
-    Inlined into the parallel loop's body it was once measured 1.5x faster (efficientnet_b1,
-    59 ms against 40); with _distinct_values compiled once that did not reproduce (three dev
-    graphs, five calls each beside the inlined version: level), and it took 125 s to compile.
+    Each block's loops (_memo_nodes, _distinct_values) are inlined into the parallel loop's
+    body: called as functions they made this kernel 1.3-2.4x slower (models/records/README.md),
+    and the row-by-row loop this one replaced ran 2.3x slower so (efficientnet_b1, 1,000
+    configs, one thread: 203 ms against 86 ms inlined).
     """
     out = np.zeros((codes.shape[1], N_GROUPS * N_QUANT))
     size = (codes.shape[1] + n_blocks - 1) // n_blocks
