@@ -7,11 +7,12 @@ Helpers the layout kernel calls per (config, node), or per distinct node value, 
 Numba (inline='always'; not _decode_reads, _value_terms): as separate functions their calls made
 it about 4x slower (bench graph, 1,000 configs x 600 nodes, one thread: 481-541 ms against
 115-139 ms). That includes the steps of _node_quantities: called, not inlined, they made
-layout_full 1.7-2.5x slower (three dev xla graphs, 1,000 configs x ~2,000 nodes); helpers called
-once per node or per tile of nodes are not inlined. The loop over distinct node values is
-written once (_distinct_values) and inlined into both kernels that use it, layout_config_features
-(through _memo_nodes) and node_rows: compiled once, as a function of its own, it compiled in
-about half the time but ran the layout kernel 1.3-2.4x slower (models/records/README.md).
+layout_full 1.7-2.5x slower (three dev xla graphs, 1,000 configs x ~2,000 nodes). Helpers called
+once per node or per tile of nodes are not inlined, except the loop over distinct node values:
+written once (_distinct_values), it is inlined into both kernels that use it,
+layout_config_features (through _memo_nodes) and node_rows, because compiled as a function of its
+own it compiled in half the time but made the layout rows about 1.5x slower
+(models/records/README.md).
 """
 from __future__ import annotations
 
@@ -488,8 +489,7 @@ def _distinct_values(codes, k0, k1, lo, hi, si, sf, shapes, pad, defaults, fixed
     are decoded from the node-major codes: read node by node, node_config_feat would miss the
     cache every row.
 
-    The loop both kernels share, written once and inlined into each, beside the scratch
-    arrays the caller allocates (as a function of its own it made them 1.3-2.4x slower):
+    The loop both kernels share, inlined into each (see the module doc):
     layout_config_features runs it per tile of nodes, node_rows per node."""
     bits, stamp, slot_keys, entry = table
     slots = np.full((4, N_LAYOUT_CONFIG_FEAT), -1, np.int64)
@@ -581,10 +581,8 @@ def layout_config_features(codes, si, sf, shapes, pad, defaults, fixed, roles, p
     value table of the sampled configs (value_table) -> (r, N_GROUPS * N_QUANT) float64.
     The rows are cut into n_blocks blocks that run in parallel, each writing only its own rows.
 
-    Each block's loops (_memo_nodes, _distinct_values) are inlined into the parallel loop's
-    body: called as functions they made this kernel 1.3-2.4x slower (models/records/README.md),
-    and the row-by-row loop this one replaced ran 2.3x slower so (efficientnet_b1, 1,000
-    configs, one thread: 203 ms against 86 ms inlined).
+    Each block's loops (_memo_nodes, and _distinct_values in it) are inlined into the
+    parallel loop's body (see the module doc for why).
     """
     out = np.zeros((codes.shape[1], N_GROUPS * N_QUANT))
     size = (codes.shape[1] + n_blocks - 1) // n_blocks

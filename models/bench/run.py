@@ -87,7 +87,7 @@ def _warm_kernels(inputs: st.Inputs, cache: Path, log) -> float:
     """Build the few-configs file untimed, with default settings and with all configs (a
     memory-mapped int8 copy is another array type to Numba), so every kernel is in Numba's
     on-disk cache before round 1: after an edit to features/rows/kernels.py the first build
-    compiles them (about 100 s), which would be billed to round 1. Round 1 clears `cache`."""
+    compiles them (about 3 minutes), which would be billed to round 1. Round 1 clears `cache`."""
     log("  loading Numba's kernels, compiling any not cached (untimed) ...")
     return sum(st.measure(st.build_stage, inputs.few_configs_root, "layout:xla:random", cache, 1,
                           cfg)[0].seconds for cfg in (FeatureConfig(), st.ALL_CONFIGS))

@@ -30,11 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from features import DataFormatError
 from features.npz.find import list_npz, resolve_npz_root
-from features.cache.store import StorageError, write_atomically
+from features.cache.store import CacheError, StorageError, write_atomically
 from features.outputs import OutputPathError, check_file
-from models.api import CostModel, StaleRunError
+from models.api import CostModel, MissingModelError, StaleRunError
 from models.evaluation.hardware import Hardware
 from models.tuning.space import LayoutSpace
 from models.tuning.tuner import Blind, TuneSettings, tune
@@ -104,15 +103,21 @@ def summarise(graphs: list[dict], seeds) -> dict:
 
 
 def inputs(args) -> tuple[CostModel, Path]:
-    """The tuner's model and the dev npz root, the stand-in's run checked loadable: an error
-    here (a missing or stale run, no data) comes before the searches' minutes."""
+    """The tuner's model and the dev npz root, the stand-in's run checked: an error here (a
+    missing, stale or damaged run, one without the default collections' models, no valid
+    graphs) comes before the searches' minutes."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")      # FamilyMismatch etc.: the collection is named
         model = CostModel.load(args.run, seeds=args.model_seeds)
-        CostModel.load(args.hardware)
+        hardware = CostModel.load(args.hardware)
+    for name, m in ((args.run, model), (args.hardware, hardware)):
+        missing = [c for c in COLLECTIONS if c not in m.models]
+        if missing:
+            raise MissingModelError(f"{name}: no model for {', '.join(missing)}")
     root = resolve_npz_root(args.data_dir)
-    if root is None:
-        raise FileNotFoundError(f"{args.data_dir}: no TpuGraphs tree (npz_all/npz/layout/...)")
+    empty = [c for c in COLLECTIONS if root is None or not list_npz(root, c, "valid")]
+    if empty:
+        raise FileNotFoundError(f"{args.data_dir}: no valid graphs of {', '.join(empty)}")
     return model, root
 
 
@@ -172,7 +177,8 @@ def main(argv=None) -> int:
         if args.out:
             check_file(args.out)
         model, root = inputs(args)
-    except (OutputPathError, StaleRunError, DataFormatError, OSError, ValueError) as exc:
+    except (OutputPathError, StaleRunError, CacheError, OSError, ValueError) as exc:
+        # ValueError: CostModel.load's own refusals (seeds=, MissingModelError)
         print(f"live_search: {exc}", file=sys.stderr)
         return 2
     try:
