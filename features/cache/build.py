@@ -20,6 +20,7 @@ from features.npz.find import list_npz
 from features.npz.graph import DataFormatError, collect_format_error
 from features.cache.signature import feature_signature
 from features.cache.entries import read_meta, read_parts
+from features.rows.compiled import compile_notice
 from features.rows.feature_set import FeatureSet
 from features.rows.table import FeatureConfig
 
@@ -91,6 +92,8 @@ def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
         return entry, False
     todo = [f for f, u in zip(files, unit_files) if force or not u.exists()]
     packed = cache.packed_root(cache_root) if pack else None
+    if todo and collection.startswith("layout"):
+        compile_notice()
     start = time.perf_counter()
     task = (collection, split, cfg, units)
     _build_units(todo, task, packed, workers, force, client)
