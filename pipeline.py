@@ -416,6 +416,7 @@ def _tune_sim_options(p) -> None:
 
 def cmd_tune(args) -> int:
     """Find a fast layout of one program, measuring with your command (resumable)."""
+    from features.rows.compiled import compile_notice
     from models.api import CostModel
     from models.training.run_files import latest_run
     from models.tuning.session import TuneJob, tune_program
@@ -427,6 +428,7 @@ def cmd_tune(args) -> int:
         warnings.simplefilter("always")
         model = CostModel.load(run_dir, seeds=args.model_seeds)
         print(f"searching with {model.description}")
+        compile_notice()     # the first round scores with the layout kernels
         try:
             result = tune_program(model, job, str(run_dir))
         finally:
