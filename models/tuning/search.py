@@ -27,7 +27,7 @@ ScoreFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 class SearchSettings:
     proposals: int = 150       # children scored per generation
     sampled: int = 150         # configs drawn from the learnt distribution per generation
-    generations: int = 3       # per round of measurements
+    generations: int = 5       # per round of measurements (3 found less: records)
     population: int = 64       # best-scored configs kept as parents
     crossover: float = 0.25    # share of children made by crossing two parents
     start_set: float = 0.05    # the distribution's first chance that a group is set
