@@ -5,17 +5,23 @@ import importlib.util
 import os
 import subprocess
 import sys
+import uuid
+from pathlib import Path
 
 import pytest
 
 from features.rows import compiled as C
 
-KERNEL = "from numba import njit\n\n\n@njit(cache=True)\ndef f(x):\n    return x + {}\n"
+REPO = Path(C.__file__).resolve().parents[2]
+# A token makes the source new to Numba's cache (it stamps a file by its content) on every run
+KERNEL = "from numba import njit\n\n\n@njit(cache=True)\ndef f(x):  # {}\n    return x + {}\n"
 
 
-def _load(path):
+def _load(path, monkeypatch):
+    """The file as module `kernel`, in sys.modules as Numba's cache expects of a module."""
     spec = importlib.util.spec_from_file_location("kernel", path)
     module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "kernel", module)
     spec.loader.exec_module(module)
     return module
 
@@ -24,42 +30,55 @@ def _load(path):
 def kernel(tmp_path):
     """A cached njit function in a file of its own, new to Numba's cache."""
     path = tmp_path / "kernel.py"
-    path.write_text(KERNEL.format(1))
+    path.write_text(KERNEL.format(uuid.uuid4().hex, 1))
     return path
 
 
-def _compiled_in_a_fresh_process(path) -> bool:
-    code = (f"import sys; sys.path.insert(0, {os.getcwd()!r})\n"
+def _in_a_fresh_process(path) -> tuple[bool, bool]:
+    """(compiled() before the first call, whether Numba then loaded the call from its cache)."""
+    code = (f"import sys; sys.path.insert(0, {str(REPO)!r})\n"
             "import importlib.util as u\n"
             f"s = u.spec_from_file_location('kernel', {str(path)!r}); m = u.module_from_spec(s)\n"
-            "s.loader.exec_module(m)\n"
-            "from features.rows.compiled import compiled; print(compiled(m.f))")
+            "sys.modules['kernel'] = m; s.loader.exec_module(m)\n"
+            "from features.rows.compiled import compiled\n"
+            "said = compiled(m.f); m.f(1); print(said, bool(m.f.stats.cache_hits))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=os.environ, check=True)
-    return out.stdout.strip() == "True"
+                         env=os.environ)
+    assert out.returncode == 0, out.stderr
+    said, loaded = out.stdout.split()
+    return said == "True", loaded == "True"
 
 
-def test_a_kernel_is_compiled_once_numba_has_cached_it_and_not_after_an_edit(kernel):
-    module = _load(kernel)
-    assert not C.compiled(module.f)                 # a fresh file: nothing cached
-    assert not _compiled_in_a_fresh_process(kernel)
+def test_compiled_says_what_numba_then_does(kernel, monkeypatch):
+    module = _load(kernel, monkeypatch)
+    assert not C.compiled(module.f)                       # a new file: nothing cached
     assert module.f(1) == 2
-    assert C.compiled(module.f)                     # compiled in this process
-    assert _compiled_in_a_fresh_process(kernel)     # and found in Numba's cache by another
-    kernel.write_text(KERNEL.format(2))             # an edit: Numba compiles it again
+    assert C.compiled(module.f)                           # compiled in this process
+    assert _in_a_fresh_process(kernel) == (True, True)    # cached, and Numba loads it
+    kernel.write_text(KERNEL.format(uuid.uuid4().hex, 2))
+    # the edit keeps the size; a later mtime makes Python (and an older Numba) see it
     os.utime(kernel, ns=(kernel.stat().st_atime_ns, kernel.stat().st_mtime_ns + 10**9))
-    assert not _compiled_in_a_fresh_process(kernel)
+    assert _in_a_fresh_process(kernel) == (False, False)  # stale: Numba compiles it again
 
 
 def test_the_notice_is_one_line_once_and_none_when_compiled(kernel, monkeypatch, capsys):
-    module = _load(kernel)
-    monkeypatch.setattr(C, "SLOW", (module.f,))
+    module = _load(kernel, monkeypatch)
+    monkeypatch.setattr(C, "slow_kernels", lambda collection: (module.f,))
     monkeypatch.setattr(C, "_said", False)
     C.compile_notice()
     C.compile_notice()
-    err = capsys.readouterr().err
-    assert err == C.NOTICE + "\n"
+    assert capsys.readouterr().err == C.NOTICE + "\n"
     monkeypatch.setattr(C, "_said", False)
     module.f(1)
     C.compile_notice()
     assert capsys.readouterr().err == ""
+
+
+def test_a_plain_function_gets_no_notice_and_no_error():
+    """Under NUMBA_DISABLE_JIT the kernels are plain functions: nothing to compile."""
+    assert C.compiled(lambda x: x)
+
+
+def test_a_random_collection_does_not_wait_for_the_node_rows_kernel():
+    assert C.slow_kernels("layout:xla:random") == (C.K.layout_config_features,)
+    assert C.K.node_rows in C.slow_kernels("layout:nlp:default")

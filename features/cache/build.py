@@ -23,6 +23,7 @@ from features.cache.entries import read_meta, read_parts
 from features.rows.compiled import compile_notice
 from features.rows.feature_set import FeatureSet
 from features.rows.table import FeatureConfig
+from features.schema import is_tile
 
 # A spawned worker costs seconds (imports, loading Numba's cache); below this much compressed
 # input the pool would cost more than it saves.
@@ -92,8 +93,8 @@ def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
         return entry, False
     todo = [f for f, u in zip(files, unit_files) if force or not u.exists()]
     packed = cache.packed_root(cache_root) if pack else None
-    if todo and collection.startswith("layout"):
-        compile_notice()
+    if todo and client is None and not is_tile(collection):   # a cluster compiles its own
+        compile_notice(collection)
     start = time.perf_counter()
     task = (collection, split, cfg, units)
     _build_units(todo, task, packed, workers, force, client)
