@@ -5,7 +5,8 @@ of 50 distinct values in 1,000 configs); cold (the graph's tables built), warm (
 and warm with fresh random draws (the worst case); and tile configs. Models: what a default
 `train` run holds (its seeds and their partners), all rounds. Targets per 1,000 layout
 candidates: warm <= 100 ms, cold <= 1 s; one tuner round <= 2 s. `real_file`
-(--rank-file): a real layout file's graph too, warm candidates drawn from its own values."""
+(--rank-file): a real layout file's graph too, warm candidates drawn from its own values, and
+a tuner round on it."""
 from __future__ import annotations
 
 import os
@@ -189,7 +190,7 @@ def _real_latency(model: CostModel, spec: RankSpec, rng) -> dict:
     return {"file": Path(spec.real_file).name, "nodes": int(g.node_feat.shape[0]),
             "config_nodes": int(nc), "candidates": int(min(c, spec.candidates)),
             "median_distinct": float(np.median(distinct)), "cold": cold,
-            "warm": _median(warm)}
+            "warm": _median(warm), "tuner_round": _tuner_round(model, graph, spec)}
 
 
 def rank_notes(spec: RankSpec, log=print) -> dict:
@@ -239,4 +240,5 @@ def _real_lines(real: dict | None) -> list[str]:
             f"{real['config_nodes']} configurable, a median of {real['median_distinct']:.0f} "
             f"distinct layouts per node): {real['candidates']:,} candidates cold "
             f"{real['cold'][0] * 1e3:.0f} ms (CPU {real['cold'][1] * 1e3:.0f}), warm "
-            f"{real['warm'][0] * 1e3:.0f} ms (CPU {real['warm'][1] * 1e3:.0f})"] if real else []
+            f"{real['warm'][0] * 1e3:.0f} ms (CPU {real['warm'][1] * 1e3:.0f})",
+            _tuner_line(real["tuner_round"])] if real else []
