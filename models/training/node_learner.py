@@ -23,6 +23,7 @@ from features.rows.node_rows import (NODE_ROW_COLLECTIONS, NodeRows, NodeSet, sa
 from models.cli.settings import at_least, fractions, positive
 
 from models.training.base import read_params, standardized_log_runtime, write_params
+from models.training.forest import Forest
 
 
 # The collections a run gives a node learner: those whose builds make node rows (see there why)
@@ -96,6 +97,13 @@ class NodeModel:
     def __init__(self, params: NodeParams | None = None):
         self.params = params or NodeParams()
         self.booster: lgb.Booster | None = None
+        self._forest: Forest | None = None
+
+    def row_scores(self, X: np.ndarray) -> np.ndarray:
+        """(rows,) the booster's raw score of each node row (a Forest's walk: the same bits)."""
+        if self._forest is None or self._forest.booster is not self.booster:
+            self._forest = Forest.of(self.booster)
+        return self._forest.predict(X)
 
     def lgb_params(self) -> dict:
         p = self.params
@@ -123,8 +131,7 @@ class NodeModel:
         """(rows,) score of each row's config (higher = predicted faster)."""
         nodes = _nodes_of(data)
         at = np.cumsum([0] + [n.X.shape[0] for n in nodes])
-        scores = (self.booster.predict(np.vstack([n.X for n in nodes]), raw_score=True)
-                  if at[-1] else np.zeros(0))
+        scores = self.row_scores(np.vstack([n.X for n in nodes])) if at[-1] else np.zeros(0)
         return np.concatenate([n.config_scores(scores[lo:hi])
                                for n, lo, hi in zip(nodes, at[:-1], at[1:])] + [np.zeros(0)])
 
@@ -161,7 +168,7 @@ class RowScores:
         out = np.empty(nodes.key.size)
         out[hit] = self.values[at[hit]]
         if not hit.all():
-            out[~hit] = model.booster.predict(nodes.X[~hit], raw_score=True)
+            out[~hit] = model.row_scores(nodes.X[~hit])
             keys = np.concatenate([self.keys, nodes.key[~hit]])
             order = np.argsort(keys, kind="stable")
             self.keys, self.values = keys[order], np.concatenate([self.values, out[~hit]])[order]
