@@ -113,6 +113,8 @@ def test_a_small_run_reports_every_stage_the_projection_and_the_ranking(tmp_path
     models = 2 * TrainConfig.seeds    # each seed's lambdarank and its regression partner
     assert f"per 1,000 layout candidates, with a default run's {models} models" in text
     assert "CostModel.load(run, seeds=1)" in text
+    # the tuner round searches with what `tune` uses: a default collection's rankers and nodes
+    assert f"on layout:xla:default's {models} models (`tune`'s default" in text
     saved = json.loads((result.inputs.root / "bench.json").read_text())
     assert saved["units"]["workers"] == 2 and saved["units"]["tile"]["columns"] > 0
     assert set(saved["stages"][0]) >= {"name", "runs"}

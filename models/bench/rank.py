@@ -3,8 +3,9 @@ thread pinned to one CPU, Numba to one thread). Candidates of a generated layout
 node's layout from `node_values` values of it, as in real files (a dev file's node takes a median
 of 50 distinct values in 1,000 configs); cold (the graph's tables built), warm (new candidates),
 and warm with fresh random draws (the worst case); and tile configs. Models: what a default
-`train` run holds (its seeds and their partners), all rounds. Targets per 1,000 layout
-candidates: warm <= 100 ms, cold <= 1 s; one tuner round <= 2 s. `real_file`
+`train` run holds (its seeds and their partners), all rounds; for the tuner round those of
+`tune`'s default collection (TUNE), trained on configs of a genetic search. Targets per 1,000
+layout candidates: warm <= 100 ms, cold <= 1 s; one tuner round <= 2 s. `real_file`
 (--rank-file): a real layout file's graph too, warm candidates drawn from its own values, and
 a tuner round on it."""
 from __future__ import annotations
@@ -23,6 +24,7 @@ from models.sample import synth_graph
 from models.bench import stages
 from models.api.candidates import candidate_rows, read_candidates
 from features.npz.read import read_graph
+from features.rows.node_rows import NODE_ROW_COLLECTIONS, graph_node_rows
 from features.schema import collection_slug
 
 from models.api import CostModel
@@ -50,6 +52,9 @@ class RankSpec:
 QUICK_RANK = RankSpec(nodes=400, config_nodes=60, candidates=200, train_configs=300,
                       tile_configs=200, tile_train_graphs=3, warm_calls=2, node_values=10)
 LAYOUT, TILE = "layout:xla:random", "tile:xla"
+# what `tune` searches with by default (CostModel._tune_collection): node learners beside the
+# rankers, the slowest scoring a round has
+TUNE = "layout:xla:default"
 GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
 TUNER_HISTORY = 48    # measurements a timed tuner round's update adds to (six rounds of 8)
 
@@ -65,11 +70,15 @@ def _train(arrays: list[dict], collection: str, tmp: Path) -> list:
         path = tmp / f"{collection_slug(collection)}-{i}.npz"
         sample.write_npz(path, a)
         g = read_graph(path, collection, "train")
-        sets.append(candidate_rows(g, settings))
+        rows = candidate_rows(g, settings)
+        if collection in NODE_ROW_COLLECTIONS:
+            rows = replace(rows, nodes=(graph_node_rows(g, rows.config_idx, settings.seed),))
+        sets.append(rows)
     joined = {k: np.concatenate([getattr(s, k) for s in sets])
               for k in ("X", "runtime", "config_idx", "dup_count")}
     ids = tuple(f"bench_batch_{i}" for i in range(len(sets)))   # one family: "bench"
-    data = replace(sets[0], **joined, graph_ids=ids,
+    nodes = tuple(n for s in sets for n in s.nodes) if sets[0].nodes else None
+    data = replace(sets[0], **joined, graph_ids=ids, nodes=nodes,
                    ptr=np.concatenate([[0], np.cumsum([s.X.shape[0] for s in sets])]))
     cfg = TrainConfig()
     return fit_seeds(cfg, data) + fit_partners(cfg, data)
@@ -86,7 +95,11 @@ def _models(spec: RankSpec, rng, tmp: Path) -> tuple[CostModel, dict, list[np.nd
     for _ in range(spec.tile_train_graphs + 1):
         g = synth_graph.build_graph(rng, int(rng.integers(8, 40)), "xla")
         tiles.append(sample.tile_arrays(rng, g, spec.tile_configs, "train", 0.003))
-    models = {LAYOUT: _train([train], LAYOUT, tmp), TILE: _train(tiles[1:], TILE, tmp)}
+    searched = sample.layout_configs(rng, graph, ids, spec.train_configs, "default")
+    default = sample.layout_arrays(graph, ids, searched,
+                                   sample.layout_runtime(graph, ids, searched, rng, 0.003))
+    models = {LAYOUT: _train([train], LAYOUT, tmp), TUNE: _train([default], TUNE, tmp),
+              TILE: _train(tiles[1:], TILE, tmp)}
     graph_arrays = {k: train[k] for k in GRAPH_KEYS}
     return CostModel(models, FeatureConfig()), {"layout": graph_arrays, "tile": tiles[0]}, calls
 
@@ -156,7 +169,7 @@ def _tuner_round(model: CostModel, layout: dict, spec: RankSpec) -> dict:
     s = TuneSettings()
     rng = np.random.default_rng(spec.seed)
     space = LayoutSpace.of_graph(**{k: layout[k] for k in GRAPH_KEYS[:4]})
-    bound = Bound(model, layout, reference_configs(space, s.reference, spec.seed), LAYOUT)
+    bound = Bound(model, layout, reference_configs(space, s.reference, spec.seed), TUNE)
     history = space.mutate(rng, space.random(rng, TUNER_HISTORY))
     bound.learn(history, np.exp(rng.normal(0, 0.1, len(history))))
 
@@ -167,7 +180,8 @@ def _tuner_round(model: CostModel, layout: dict, spec: RankSpec) -> dict:
     times = [_cpu_timed(one_round) for _ in range(2)]
     return {"time": _median(times),
             "proposals": (s.search.proposals + s.search.sampled) * s.search.generations,
-            "history": TUNER_HISTORY, "config_nodes": space.n_nodes}
+            "history": TUNER_HISTORY, "config_nodes": space.n_nodes,
+            "models": len(model.models[TUNE])}
 
 
 def _median(times: list[tuple[float, float]]) -> tuple[float, float]:
@@ -194,18 +208,22 @@ def _real_latency(model: CostModel, spec: RankSpec, rng) -> dict:
 
 
 def rank_notes(spec: RankSpec, log=print) -> dict:
-    """Measure in a fresh child. Its OpenMP threads wait passively (unless OMP_WAIT_POLICY says
-    otherwise): LightGBM starts them while training on both cores, and once the child is pinned
-    to one, a thread spinning at a barrier took the core from the next call (warm 100 ms against
-    93). libgomp reads the policy when the child starts, so it is set here."""
+    """Measure in a fresh child, whose libraries read these settings when it starts. Its OpenMP
+    threads wait passively (unless OMP_WAIT_POLICY says otherwise): LightGBM starts them while
+    training on both cores, and once the child is pinned to one, a thread spinning at a barrier
+    took the core from the next call (warm 100 ms against 93). Its BLAS runs one thread, as
+    Numba does: a second one on the same core only waits for the first (a tuner update's small
+    Cholesky factorisations took 16 ms each instead of 0.1-1, a round 2.1-3.6 s against 1.3)."""
     log("  ranking API latency (trains two models first) ...")
-    before = os.environ.get("OMP_WAIT_POLICY")
-    os.environ["OMP_WAIT_POLICY"] = before or "PASSIVE"
+    child_env = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_NUM_THREADS": "1"}
+    before = {k: os.environ.get(k) for k in child_env}
+    os.environ.update({k: before[k] or v for k, v in child_env.items()})
     try:
         child, result = stages.measure(rank_latency, spec)
     finally:
-        if before is None:
-            del os.environ["OMP_WAIT_POLICY"]
+        for k, v in before.items():
+            if v is None:
+                del os.environ[k]
     return {**result, "spec": spec, "peak_rss_mb": child.peak_rss_mb}
 
 
@@ -231,7 +249,8 @@ def format_rank_notes(notes: dict) -> list[str]:
 def _tuner_line(t: dict) -> str:
     wall, cpu = t["time"]
     return (f"one tuner round (CostModel.tune) on that graph ({t['config_nodes']} configurable "
-            f"nodes): screening {t['proposals']:,} proposals on the model and an update after "
+            f"nodes): screening {t['proposals']:,} proposals on {TUNE}'s {t['models']} models "
+            f"(`tune`'s default: node learners beside the rankers) and an update after "
             f"{t['history']} measurements, {wall:.2f} s (CPU {cpu:.2f}; target 2 s)")
 
 
