@@ -4,7 +4,8 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 
-from models.training.forest import Forest
+from models.training.forest import Forest, raw_scores
+from models.training.lgbm import LambdaRank, LambdaRankParams, Regression, RegressionParams
 
 
 def _booster(X, y, rounds=40, **params) -> lgb.Booster:
@@ -80,3 +81,26 @@ def test_rows_of_the_wrong_width_are_refused(data):
     forest = Forest.of(_booster(X, y, rounds=2))
     with pytest.raises(ValueError, match="8 features.*shape \\(4, 7\\)"):
         forest.predict(X[:4, :7])
+
+
+def test_raw_scores_follow_the_iterations_asked_and_read_each_booster_once(data, monkeypatch):
+    X, y = data
+    booster = _booster(X, y, rounds=30)
+    for k in (None, 7, 30):
+        np.testing.assert_array_equal(raw_scores(booster, X, k),
+                                      booster.predict(X, raw_score=True, num_iteration=k))
+    reads = []
+    monkeypatch.setattr(Forest, "of", classmethod(lambda cls, *a: reads.append(a)))
+    raw_scores(booster, X[:3], 7)
+    assert reads == []                              # read at the first call for 7 iterations
+
+
+@pytest.mark.parametrize("ranker", [LambdaRank(LambdaRankParams()), Regression(RegressionParams())])
+def test_the_rankers_predict_is_their_raw_score(data, ranker):
+    # LightGBMRanker.predict hands the walk's raw scores on: right only where LightGBM's
+    # predict transforms nothing, as for these objectives
+    X, y = data
+    grades = np.digitize(y, np.quantile(y, [0.25, 0.5, 0.75]))
+    params = {**ranker.lgb_params(), "verbose": -1, "min_data_in_leaf": 5}
+    booster = lgb.train(params, lgb.Dataset(X, grades, group=[100] * 6), num_boost_round=5)
+    np.testing.assert_array_equal(booster.predict(X), raw_scores(booster, X))

@@ -1,5 +1,6 @@
-"""A LightGBM booster's trees as flat arrays, scored by a Numba kernel: the node learner's
-prediction, a tuner round's main cost (models/records/README.md, "Node rows scored by Numba").
+"""A LightGBM booster's trees as flat arrays, scored by a Numba kernel: the rankers' and the node
+learner's predictions, a tuner round's main cost (models/records/README.md, "Node rows scored by
+Numba").
 
 LightGBM's own predict walks one row at a time through every tree, each step waiting on the
 last; here blocks of rows walk each tree in step (leaves loop to themselves), so a core works on
@@ -8,6 +9,8 @@ core. The scores are LightGBM's raw scores to the bit (tests/test_forest.py).
 """
 from __future__ import annotations
 
+import weakref
+
 import lightgbm as lgb
 import numpy as np
 from numba import njit, prange
@@ -15,6 +18,17 @@ from numba import njit, prange
 # LightGBM's decision_type bits (its tree.h): categorical, then the missing type in bits 2-3
 _CATEGORICAL, _MISSING = 1, 12
 _BLOCK = 64                                     # rows walking a tree together
+# booster -> {iterations: its Forest}, gone with the booster
+_FORESTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def raw_scores(booster: lgb.Booster, X: np.ndarray, iterations: int | None = None) -> np.ndarray:
+    """booster.predict(X, raw_score=True, num_iteration=iterations), each booster's trees read
+    once."""
+    forests = _FORESTS.setdefault(booster, {})
+    if iterations not in forests:
+        forests[iterations] = Forest.of(booster, iterations)
+    return forests[iterations].predict(X)
 
 
 class Forest:
@@ -23,27 +37,27 @@ class Forest:
     Trees this does not walk (categorical splits, linear leaves, several outputs, a missing-value
     rule: none of the node learner's) go to LightGBM's predict instead."""
 
-    def __init__(self, booster: lgb.Booster, arrays: tuple | None):
-        self.booster, self.arrays = booster, arrays
+    def __init__(self, booster: lgb.Booster, arrays: tuple | None, iterations: int | None = None):
+        self.booster, self.arrays, self.iterations = booster, arrays, iterations
 
     @classmethod
-    def of(cls, booster: lgb.Booster) -> "Forest":
-        """The trees predict(raw_score=True) uses."""
-        header, trees = _tree_texts(booster.model_to_string())
+    def of(cls, booster: lgb.Booster, iterations: int | None = None) -> "Forest":
+        """The trees predict(raw_score=True, num_iteration=iterations) uses."""
+        header, trees = _tree_texts(booster.model_to_string(num_iteration=iterations))
         parts = [_flat_tree(t) for t in trees]
         if int(header.get("num_tree_per_iteration", 1)) != 1 or any(p is None for p in parts):
-            return cls(booster, None)
+            return cls(booster, None, iterations)
         at = np.cumsum([0] + [p[0].size for p in parts])
         columns = [np.concatenate([p[k] for p in parts]) for k in range(3)]
         child = np.concatenate([p[3] + a for p, a in zip(parts, at)])
         return cls(booster, (columns[0].astype(np.int32), columns[1], child.astype(np.int32),
                              columns[2], at[:-1].astype(np.int32),
-                             np.array([p[4] for p in parts], np.int32)))
+                             np.array([p[4] for p in parts], np.int32)), iterations)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """(rows,) the sum of the trees' leaf values for each row of X (rows, features)."""
         if self.arrays is None:
-            return self.booster.predict(X, raw_score=True)
+            return self.booster.predict(X, raw_score=True, num_iteration=self.iterations)
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] != self.booster.num_feature():
             raise ValueError(f"the model splits {self.booster.num_feature()} features; rows of "

@@ -22,6 +22,7 @@ from models.cli.settings import at_least, fractions, positive
 from models import metrics
 from models.training.progress import lightgbm_callback, rounds_bar
 from models.training.binned import BinnedRows, bin_rows, safe_names
+from models.training.forest import raw_scores
 from models.training.base import (MAX_LGBM_GROUP, read_params, round_grid, runtime_to_grade,
                                   split_groups, standardized_log_runtime, write_params)
 
@@ -176,7 +177,8 @@ class LightGBMRanker:
         """Scores, higher = predicted faster."""
         if data.X.shape[0] == 0:
             return np.zeros(0)
-        return self.booster_.predict(data.X, num_iteration=self.best_iteration_)
+        # lambdarank's and regression's predict are their raw scores
+        return raw_scores(self.booster_, data.X, self.best_iteration_)
 
     def save(self, directory: Path) -> None:
         directory = Path(directory)

@@ -23,7 +23,7 @@ from features.rows.node_rows import (NODE_ROW_COLLECTIONS, NodeRows, NodeSet, sa
 from models.cli.settings import at_least, fractions, positive
 
 from models.training.base import read_params, standardized_log_runtime, write_params
-from models.training.forest import Forest
+from models.training.forest import raw_scores
 
 
 # The collections a run gives a node learner: those whose builds make node rows (see there why)
@@ -97,13 +97,10 @@ class NodeModel:
     def __init__(self, params: NodeParams | None = None):
         self.params = params or NodeParams()
         self.booster: lgb.Booster | None = None
-        self._forest: Forest | None = None
 
     def row_scores(self, X: np.ndarray) -> np.ndarray:
-        """(rows,) the booster's raw score of each node row (a Forest's walk: the same bits)."""
-        if self._forest is None or self._forest.booster is not self.booster:
-            self._forest = Forest.of(self.booster)
-        return self._forest.predict(X)
+        """(rows,) the booster's raw score of each node row."""
+        return raw_scores(self.booster, X)
 
     def lgb_params(self) -> dict:
         p = self.params
