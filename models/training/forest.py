@@ -4,8 +4,9 @@ Numba").
 
 LightGBM's own predict walks one row at a time through every tree, each step waiting on the
 last; here blocks of rows walk each tree in step (leaves loop to themselves), so a core works on
-many rows' loads at once: 10-13 against 54 microseconds a node row of a 600-tree learner, one
-core. The scores are LightGBM's raw scores to the bit (tests/test_forest.py).
+many rows' loads at once: 16 against 35-40 microseconds a node row of a 600-tree learner, one
+thread, and 1.3-1.6x as fast on a ranker's 650-column rows. The scores are LightGBM's raw scores
+to the bit (tests/test_forest.py).
 """
 from __future__ import annotations
 
