@@ -121,7 +121,7 @@ class Scorer:
         """Layout: the trained models' (score, seed spread) of each config g holds, in g's
         order, each config's computed once per graph (state.priors)."""
         keys = config_keys(g.node_config_feat)
-        first: dict[bytes, int] = {}
+        first: dict[int, int] = {}
         for i, k in enumerate(keys):
             if k not in state.priors:
                 first.setdefault(k, i)

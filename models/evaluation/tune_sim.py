@@ -86,7 +86,7 @@ def _picks(model: CostModel, g, runtime: np.ndarray, s: SimSettings, learn: bool
 def distinct_pool(g, runtime: np.ndarray):
     """g holding each of its configs once (first-seen order), and their mean runtimes."""
     configs = getattr(g, config_key(g.collection))
-    first: dict[bytes, int] = {}
+    first: dict[int, int] = {}
     which = np.array([first.setdefault(k, len(first)) for k in config_keys(configs)])
     keep = np.unique(which, return_index=True)[1]
     mean = np.bincount(which, runtime) / np.bincount(which)

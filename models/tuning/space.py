@@ -15,7 +15,6 @@ kernel group on convolutions only: no dev config sets a dot's or reshape's kerne
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 from dataclasses import dataclass
 from math import factorial
@@ -26,6 +25,7 @@ import numpy as np
 from features.graph import roles as R
 from features.graph.per_graph import ranks
 from features.npz.graph import Graph
+from features.npz.kernels import row_hash
 from features.schema import CONVOLUTION, DOT, N_LAYOUT_CONFIG_FEAT, SLOT_GROUP, SLOT_GROUPS
 
 LAYOUT_GROUPS = SLOT_GROUPS     # node_config_feat[..., 6g:6g+6], section 3.2
@@ -128,13 +128,15 @@ PERMUTATIONS, PERM_START = _permutation_table()
 PERM_COUNT = np.array([factorial(r) if r else 0 for r in range(GROUP_SLOTS + 1)])
 
 
-def config_keys(configs: np.ndarray) -> list[bytes]:
-    """A short digest per config (layout (k, nc, 18), tile (k, 24)): equal configs, equal keys.
-    Layouts are read as int8 whatever their dtype; tile rows (float, values to ~2e5) as float32."""
+def config_keys(configs: np.ndarray) -> list[int]:
+    """A 64-bit hash per config (layout (k, nc, 18), tile (k, 24)): equal configs, equal keys;
+    two of 100,000 distinct ones share a key with odds of about 3e-10. Layouts are read as int8
+    whatever their dtype; tile rows (float, values to ~2e5) as float32. (A digest per config
+    through hashlib took 17 ms of a 170 ms warm ranking call of 1,000 configs.)"""
     configs = np.asarray(configs)
     exact = np.float32 if configs.dtype.kind == "f" else np.int8
     flat = np.ascontiguousarray(configs, exact).reshape(len(configs), -1)
-    return [hashlib.blake2b(row.tobytes(), digest_size=12).digest() for row in flat]
+    return row_hash(flat.view(np.uint8)).tolist()
 
 
 @dataclass(frozen=True)

@@ -77,7 +77,7 @@ class Ledger:
         self.measure_fn, self.budget = measure, int(budget)
         self.configs: list[np.ndarray] = []
         self.runtimes: list[float] = []
-        self.runs: dict[bytes, list[int]] = {}
+        self.runs: dict[int, list[int]] = {}
 
     @property
     def left(self) -> int:
@@ -97,14 +97,14 @@ class Ledger:
             self.runtimes.append(float(r))
         return out
 
-    def mean(self, key: bytes) -> float:
+    def mean(self, key: int) -> float:
         return float(np.mean([self.runtimes[i] for i in self.runs[key]]))
 
-    def ranked(self) -> list[bytes]:
+    def ranked(self) -> list[int]:
         """Measured configs' keys, lowest mean runtime first (ties: measured earlier)."""
         return sorted(self.runs, key=lambda k: (self.mean(k), self.runs[k][0]))
 
-    def config(self, key: bytes) -> np.ndarray:
+    def config(self, key: int) -> np.ndarray:
         return self.configs[self.runs[key][0]]
 
 
@@ -190,7 +190,7 @@ def choose(scores: np.ndarray, spread: np.ndarray, fresh: np.ndarray, k: int, ex
     return np.array(picks, np.int64)
 
 
-def _unflattered(ledger: Ledger, key: bytes, default: bytes | None) -> np.ndarray:
+def _unflattered(ledger: Ledger, key: int, default: int | None) -> np.ndarray:
     """The log runtimes of a config that its choice did not see. A config measured again
     because its first measurement ranked it among the best keeps only the re-measurements: the
     first is flattered by its noise (the winner's curse; counting it, 1 of 10 CNN searches on
@@ -200,7 +200,7 @@ def _unflattered(ledger: Ledger, key: bytes, default: bytes | None) -> np.ndarra
     return logs if key == default or logs.size < 2 else logs[1:]
 
 
-def _beats(ledger: Ledger, key: bytes, default: bytes, z: float) -> bool:
+def _beats(ledger: Ledger, key: int, default: int, z: float) -> bool:
     """Whether config `key` is faster than the default by more than z standard errors of the
     difference of their mean log runtimes (noise from configs measured more than once, at
     least MIN_NOISE): a config flattered by its noise is not returned over the default."""
@@ -223,7 +223,7 @@ def _corrected(z: float, m: int) -> float:
     return normal.inv_cdf(1 - (1 - normal.cdf(z)) / max(m, 1))
 
 
-def _confirmed(ledger: Ledger, default: bytes | None, s: TuneSettings, rounds: int) -> TuneResult:
+def _confirmed(ledger: Ledger, default: int | None, s: TuneSettings, rounds: int) -> TuneResult:
     """Spend the reserve (`_remeasure`), then return the re-measured config of lowest mean
     re-measurement if it beats the default."""
     _remeasure(ledger, default, ledger.left)
@@ -241,7 +241,7 @@ def _confirmed(ledger: Ledger, default: bytes | None, s: TuneSettings, rounds: i
                       rounds=rounds, settings=asdict(s))
 
 
-def _remeasure(ledger: Ledger, default: bytes | None, n: int) -> None:
+def _remeasure(ledger: Ledger, default: int | None, n: int) -> None:
     """The reserve's n measurements: the best n - 2 configs and the default again (no default,
     as for tile pools: the best n - 1), then the best of those configs once more; a reserve of
     2: the best and the default; of 1: the best. The likely winner measured twice is told from
@@ -261,7 +261,7 @@ def _remeasure(ledger: Ledger, default: bytes | None, n: int) -> None:
         ledger.measure(ledger.config(_least(ledger, rivals, default))[None])
 
 
-def _least(ledger: Ledger, keys: list[bytes], default: bytes | None) -> bytes:
+def _least(ledger: Ledger, keys: list[int], default: int | None) -> int:
     """Of keys, the config of lowest mean unflattered log runtime (ties: measured first)."""
     return min(keys, key=lambda k: (_unflattered(ledger, k, default).mean(), ledger.runs[k][0]))
 
