@@ -214,7 +214,7 @@ def rank_notes(spec: RankSpec, log=print) -> dict:
     took the core from the next call (warm 100 ms against 93). Its BLAS runs one thread, as
     Numba does: a second one on the same core only waits for the first (a tuner update's small
     Cholesky factorisations took 16 ms each instead of 0.1-1, a round 2.1-3.6 s against 1.3)."""
-    log("  ranking API latency (trains two models first) ...")
+    log("  ranking API latency (trains its models first) ...")
     child_env = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_NUM_THREADS": "1"}
     before = {k: os.environ.get(k) for k in child_env}
     os.environ.update({k: before[k] or v for k, v in child_env.items()})

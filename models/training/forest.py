@@ -4,13 +4,12 @@ Numba").
 
 LightGBM's own predict walks one row at a time through every tree, each step waiting on the
 last; here blocks of rows walk each tree in step (leaves loop to themselves), so a core works on
-many rows' loads at once: 16 against 35-40 microseconds a node row of a 600-tree learner, one
-thread, and 1.3-1.6x as fast on a ranker's 650-column rows. The scores are LightGBM's raw scores
-to the bit (tests/test_forest.py).
+many rows' loads at once. The scores are LightGBM's raw scores to the bit (tests/test_forest.py).
 """
 from __future__ import annotations
 
 import weakref
+from typing import NamedTuple
 
 import lightgbm as lgb
 import numpy as np
@@ -18,54 +17,70 @@ from numba import njit, prange
 
 # LightGBM's decision_type bits (its tree.h): categorical, then the missing type in bits 2-3
 _CATEGORICAL, _MISSING = 1, 12
+# LightGBM's kZeroThreshold (1e-35f): its predict reads a value this close to 0, or NaN, as 0
+_ZERO = float(np.float32(1e-35))
 _BLOCK = 64                                     # rows walking a tree together
-# booster -> {iterations: its Forest}, gone with the booster
+# booster -> {iterations: its Forest, or None where LightGBM's predict scores it}; the values
+# hold no reference to the booster, so an entry goes with it
 _FORESTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class Forest(NamedTuple):
+    """Every tree's nodes, each tree's breadth-first from its root: a node's right child right
+    after its left one (child[i] + 1), a leaf its own child under an infinite threshold."""
+    feature: np.ndarray      # (nodes,) int32 the feature a node splits on
+    threshold: np.ndarray    # (nodes,) float64 left when value <= threshold
+    child: np.ndarray        # (nodes,) int32 the left child
+    leaf_value: np.ndarray   # (nodes,) float64 (0 at splits)
+    root: np.ndarray         # (trees,) int32
+    depth: np.ndarray        # (trees,) int32 splits on a tree's longest path
+    n_features: int
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """(rows,) the sum of the trees' leaf values for each row of X (rows, features)."""
+        X = np.asarray(X)
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise ValueError(f"the model splits {self.n_features} features; rows of shape "
+                             f"{X.shape} given")
+        if X.dtype not in (np.float32, np.float64):
+            X = X.astype(np.float32)           # as LightGBM's predict converts them
+        return _forest_scores(np.ascontiguousarray(X), *self[:-1])
 
 
 def raw_scores(booster: lgb.Booster, X: np.ndarray, iterations: int | None = None) -> np.ndarray:
     """booster.predict(X, raw_score=True, num_iteration=iterations), each booster's trees read
-    once."""
+    once (about 0.2 s for 600)."""
+    k = booster.best_iteration if iterations is None else iterations   # predict's own default
     forests = _FORESTS.setdefault(booster, {})
-    if iterations not in forests:
-        forests[iterations] = Forest.of(booster, iterations)
-    return forests[iterations].predict(X)
+    if k not in forests:
+        forests[k] = walkable(booster, k)
+    if forests[k] is None:
+        return booster.predict(X, raw_score=True, num_iteration=k)
+    return forests[k].predict(X)
 
 
-class Forest:
-    """A booster's trees, each tree's nodes in breadth-first order, a node's two children side by
-    side (the right one after the left), a leaf its own child with an infinite threshold.
-    Trees this does not walk (categorical splits, linear leaves, several outputs, a missing-value
-    rule: none of the node learner's) go to LightGBM's predict instead."""
+def walkable(booster: lgb.Booster, iterations: int) -> Forest | None:
+    """The trees predict(raw_score=True, num_iteration=iterations) uses, or None where the walk
+    does not cover them: categorical splits, a missing-value rule, linear leaves, several
+    outputs (none of the node learner's or the rankers')."""
+    header, texts = _tree_texts(booster.model_to_string(num_iteration=iterations))
+    trees = [_flat_tree(t) for t in texts]
+    if int(header.get("num_tree_per_iteration", 1)) != 1 or any(t is None for t in trees):
+        return None
+    at = np.cumsum([0] + [t.feature.size for t in trees])
+    join = lambda key, dtype: np.concatenate([getattr(t, key) for t in trees]).astype(dtype)
+    return Forest(join("feature", np.int32), join("threshold", np.float64),
+                  np.concatenate([t.child + a for t, a in zip(trees, at)]).astype(np.int32),
+                  join("leaf_value", np.float64), at[:-1].astype(np.int32),
+                  np.array([t.depth for t in trees], np.int32), booster.num_feature())
 
-    def __init__(self, booster: lgb.Booster, arrays: tuple | None, iterations: int | None = None):
-        self.booster, self.arrays, self.iterations = booster, arrays, iterations
 
-    @classmethod
-    def of(cls, booster: lgb.Booster, iterations: int | None = None) -> "Forest":
-        """The trees predict(raw_score=True, num_iteration=iterations) uses."""
-        header, trees = _tree_texts(booster.model_to_string(num_iteration=iterations))
-        parts = [_flat_tree(t) for t in trees]
-        if int(header.get("num_tree_per_iteration", 1)) != 1 or any(p is None for p in parts):
-            return cls(booster, None, iterations)
-        at = np.cumsum([0] + [p[0].size for p in parts])
-        columns = [np.concatenate([p[k] for p in parts]) for k in range(3)]
-        child = np.concatenate([p[3] + a for p, a in zip(parts, at)])
-        return cls(booster, (columns[0].astype(np.int32), columns[1], child.astype(np.int32),
-                             columns[2], at[:-1].astype(np.int32),
-                             np.array([p[4] for p in parts], np.int32)), iterations)
-
-    def predict(self, X: np.ndarray) -> np.ndarray:
-        """(rows,) the sum of the trees' leaf values for each row of X (rows, features)."""
-        if self.arrays is None:
-            return self.booster.predict(X, raw_score=True, num_iteration=self.iterations)
-        X = np.asarray(X)
-        if X.ndim != 2 or X.shape[1] != self.booster.num_feature():
-            raise ValueError(f"the model splits {self.booster.num_feature()} features; rows of "
-                             f"shape {X.shape} given")
-        if X.dtype not in (np.float32, np.float64) or np.isnan(X).any():
-            X = np.nan_to_num(X.astype(np.float64), nan=0.0, posinf=np.inf, neginf=-np.inf)
-        return _forest_scores(np.ascontiguousarray(X), *self.arrays)
+class _Tree(NamedTuple):
+    feature: np.ndarray
+    threshold: np.ndarray
+    child: np.ndarray
+    leaf_value: np.ndarray
+    depth: int
 
 
 def _tree_texts(model: str) -> tuple[dict, list[dict]]:
@@ -77,38 +92,42 @@ def _tree_texts(model: str) -> tuple[dict, list[dict]]:
     return header, trees
 
 
-def _flat_tree(tree: dict) -> tuple | None:
-    """One tree's (feature, threshold, leaf value, child, depth) breadth-first (Forest); None
-    for a tree with splits other than plain numerical ones (a NaN there goes left as a 0)."""
+def _flat_tree(tree: dict) -> _Tree | None:
+    """One tree breadth-first (Forest), or None unless its splits are plain numerical ones and
+    its leaves constants."""
     leaves = np.array(tree["leaf_value"].split(), np.float64)
     if int(tree.get("is_linear", 0)):
         return None
     if leaves.size == 1:
-        return np.zeros(1, np.int64), np.full(1, np.inf), leaves, np.zeros(1, np.int64), 0
-    get = lambda key, dtype: np.array(tree[key].split(), dtype)
-    decision = get("decision_type", np.int64)
+        return _Tree(np.zeros(1), np.full(1, np.inf), np.zeros(1), leaves, 0)
+    decision = np.array(tree["decision_type"].split(), np.int64)
     if (decision & (_CATEGORICAL | _MISSING)).any():
         return None
-    split_feature, threshold = get("split_feature", np.int64), get("threshold", np.float64)
-    left, right = get("left_child", np.int64), get("right_child", np.int64)
-    # LightGBM's child k >= 0 is internal node k, k < 0 leaf ~k; order[s] is what slot s holds
-    order, kids, depth, level = [0], {}, 0, [0]
-    while any(k >= 0 for k in level):
-        depth, nxt = depth + 1, []
-        for k in (k for k in level if k >= 0):
-            kids[k] = len(order)
-            order += [left[k], right[k]]
-            nxt += [left[k], right[k]]
-        level = nxt
-    n = len(order)
-    feature, thr, value, child = np.zeros(n, np.int64), np.full(n, np.inf), np.zeros(n), \
-        np.arange(n)
-    for s, k in enumerate(order):
-        if k < 0:
-            value[s] = leaves[~k]
-        else:
-            feature[s], thr[s], child[s] = split_feature[k], threshold[k], kids[k]
-    return feature, thr, value, child, depth
+    left, right = (np.array(tree[k].split(), np.int64) for k in ("left_child", "right_child"))
+    order, depth = _breadth_first(left, right)
+    internal = order >= 0
+    split = order[internal]
+    feature, threshold = np.zeros(order.size), np.full(order.size, np.inf)
+    feature[internal] = np.array(tree["split_feature"].split(), np.int64)[split]
+    threshold[internal] = np.array(tree["threshold"].split(), np.float64)[split]
+    child = np.arange(order.size)
+    # internal node k's children were placed together, in the order the nodes were visited
+    child[internal] = 1 + 2 * np.arange(split.size)
+    value = np.zeros(order.size)
+    value[~internal] = leaves[~order[~internal]]
+    return _Tree(feature, threshold, child, value, depth)
+
+
+def _breadth_first(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, int]:
+    """LightGBM's node numbers in breadth-first order from the root (k >= 0 a split, k < 0 leaf
+    ~k), each split's two children side by side; and the depth in splits."""
+    order, level, depth = [0], [0], 0
+    while level:
+        depth += 1
+        level = [c for k in level for c in (left[k], right[k])]
+        order += level
+        level = [k for k in level if k >= 0]
+    return np.array(order, np.int64), depth
 
 
 @njit(cache=True, parallel=True)
@@ -123,7 +142,10 @@ def _forest_scores(X, feature, threshold, child, leaf_value, root, depth):
             for _ in range(depth[t]):
                 for r in range(hi - lo):
                     i = at[r]
-                    at[r] = child[i] + (np.float64(X[lo + r, feature[i]]) > threshold[i])
+                    v = np.float64(X[lo + r, feature[i]])
+                    v = v if abs(v) > _ZERO else 0.0     # NaN too: abs(NaN) > x is false
+                    # a comparison, not a branch: the rows of a block go on without waiting
+                    at[r] = child[i] + (v > threshold[i])
             for r in range(hi - lo):
                 total[r] += leaf_value[at[r]]
         out[lo:hi] = total
