@@ -15,6 +15,36 @@ TINY = SampleSpec(seed=7, tile_graphs=(10, 4, 3), tile_configs=(12, 60), layout_
                   test_layout_configs=120)
 
 
+# The least a feature build runs every kernel on: one graph of each split per collection.
+WARM_UP = SampleSpec(seed=3, tile_graphs=(1, 1, 1), tile_configs=(12, 20), layout_graphs=(1, 1, 1),
+                     xla_nodes=(40, 60), nlp_nodes=(30, 40), layout_configs=(60, 80),
+                     test_layout_configs=40)
+
+
+def pytest_configure(config):
+    """With workers (pytest-xdist's -n), build features once here, before they start, so that
+    Numba compiles its kernels (minutes) once into its on-disk cache: otherwise every worker
+    compiles them at once, and a test whose subprocess has a timeout may be the one that does."""
+    if getattr(config, "workerinput", None) is not None or not getattr(config.option,
+                                                                          "numprocesses", None):
+        return
+    import contextlib
+    import io
+    import tempfile
+
+    import pipeline
+
+    said = io.StringIO()
+    with tempfile.TemporaryDirectory(prefix="warm-up-") as tmp, \
+            contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+        root = Path(tmp) / "tiny"
+        ensure_sample(root, WARM_UP)
+        code = pipeline.main(["build-features", "--data-dir", str(root), "--cache-dir",
+                              str(Path(tmp) / "cache"), "--workers", "1"])
+    if code != 0:
+        raise pytest.UsageError(f"the warm-up feature build failed:\n{said.getvalue()}")
+
+
 @pytest.fixture(scope="session")
 def tiny_root(tmp_path_factory) -> Path:
     """The download-style root (holding npz_all/npz/...) of a small generated dataset."""
