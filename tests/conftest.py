@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,30 +20,54 @@ TINY = SampleSpec(seed=7, tile_graphs=(10, 4, 3), tile_configs=(12, 60), layout_
 WARM_UP = SampleSpec(seed=3, tile_graphs=(1, 1, 1), tile_configs=(12, 20), layout_graphs=(1, 1, 1),
                      xla_nodes=(40, 60), nlp_nodes=(30, 40), layout_configs=(60, 80),
                      test_layout_configs=40)
+ROOT = Path(__file__).resolve().parents[1]
+# The node-row kernel on a graph file: of the two kernels that take minutes to compile, the one a
+# build of the collections without node rows never runs
+NODE_ROWS = ("import sys, numpy as np; from features.npz.read import read_graph; "
+             "from features.rows.node_rows import graph_node_rows; "
+             "g = read_graph(sys.argv[1], 'layout:xla:default', 'train'); "
+             "graph_node_rows(g, np.arange(g.node_config_feat.shape[0]), 0)")
 
 
 def pytest_configure(config):
-    """With workers (pytest-xdist's -n), build features once here, before they start, so that
-    Numba compiles its kernels (minutes) once into its on-disk cache: otherwise every worker
-    compiles them at once, and a test whose subprocess has a timeout may be the one that does."""
+    """With workers (pytest-xdist's -n), compile Numba's kernels into its on-disk cache here,
+    before they start: otherwise every worker compiles them at once (minutes), and a test whose
+    subprocess has a timeout may be the one that does."""
     if getattr(config, "workerinput", None) is not None or not getattr(config.option,
                                                                           "numprocesses", None):
         return
-    import contextlib
-    import io
     import tempfile
 
-    import pipeline
+    with tempfile.TemporaryDirectory(prefix="warm-up-") as tmp:
+        failed = _warm_up(Path(tmp))
+    if failed:
+        raise pytest.UsageError(f"the tests' warm-up (tests/conftest.py) failed:\n{failed}")
 
-    said = io.StringIO()
-    with tempfile.TemporaryDirectory(prefix="warm-up-") as tmp, \
-            contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
-        root = Path(tmp) / "tiny"
-        ensure_sample(root, WARM_UP)
-        code = pipeline.main(["build-features", "--data-dir", str(root), "--cache-dir",
-                              str(Path(tmp) / "cache"), "--workers", "1"])
-    if code != 0:
-        raise pytest.UsageError(f"the warm-up feature build failed:\n{said.getvalue()}")
+
+def _warm_up(tmp: Path) -> str:
+    """Compile the node-row kernel in one process and the rest by a feature build in another,
+    at once, then build every collection (nothing left to compile); the output of the first
+    that failed, or ""."""
+    import subprocess
+
+    from features.npz.find import list_npz
+
+    root = tmp / "tiny"
+    ensure_sample(root, WARM_UP)
+    graph = list_npz(root / "npz_all" / "npz", "layout:xla:default", "train")[0]
+    build = [sys.executable, "pipeline.py", "build-features", "--data-dir", str(root),
+             "--cache-dir", str(tmp / "cache"), "--workers", "1"]
+    steps = [[[sys.executable, "-c", NODE_ROWS, str(graph)],
+              build + ["--collections", "tile:xla", "layout:xla:random", "layout:nlp:random"]],
+             [build]]
+    for step in steps:
+        procs = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True) for cmd in step]
+        outs = [(p.communicate()[0], p.returncode) for p in procs]
+        failed = [out for out, code in outs if code != 0]
+        if failed:
+            return failed[0]
+    return ""
 
 
 @pytest.fixture(scope="session")
