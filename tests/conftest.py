@@ -30,14 +30,18 @@ NODE_ROWS = ("import sys, numpy as np; from features.npz.read import read_graph;
 
 
 def pytest_configure(config):
-    """With workers (pytest-xdist's -n), compile Numba's kernels into its on-disk cache here,
-    before they start: otherwise every worker compiles them at once (minutes), and a test whose
-    subprocess has a timeout may be the one that does."""
-    if getattr(config, "workerinput", None) is not None or not getattr(config.option,
-                                                                          "numprocesses", None):
+    """Compile the two kernels that take minutes (features/rows/compiled.py) into Numba's
+    on-disk cache before the tests, one per core, when they are not there yet (a fresh clone):
+    the first test to need them would compile them one after the other. Not in a pytest-xdist
+    worker (its controller has done it)."""
+    if getattr(config, "workerinput", None) is not None:
         return
     import tempfile
 
+    from features.rows.compiled import compiled, slow_kernels
+
+    if all(compiled(kernel) for kernel in slow_kernels(None)):
+        return
     with tempfile.TemporaryDirectory(prefix="warm-up-") as tmp:
         failed = _warm_up(Path(tmp))
     if failed:
