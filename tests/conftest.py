@@ -33,8 +33,8 @@ def pytest_configure(config):
     """Compile the two kernels that take minutes (features/rows/compiled.py) into Numba's
     on-disk cache before the tests, one per core, when they are not there yet (a fresh clone):
     the first test to need them would compile them one after the other. Not in a pytest-xdist
-    worker (its controller has done it)."""
-    if getattr(config, "workerinput", None) is not None:
+    worker (its controller has done it), nor when only collecting."""
+    if getattr(config, "workerinput", None) is not None or config.option.collectonly:
         return
     import tempfile
 
