@@ -21,20 +21,20 @@ WARM_UP = SampleSpec(seed=3, tile_graphs=(1, 1, 1), tile_configs=(12, 20), layou
                      xla_nodes=(40, 60), nlp_nodes=(30, 40), layout_configs=(60, 80),
                      test_layout_configs=40)
 ROOT = Path(__file__).resolve().parents[1]
-# The node-row kernel on a graph file: of the two kernels that take minutes to compile, the one a
-# build of the collections without node rows never runs
+# The node-row kernel on a graph file of a collection that has node rows: of the two kernels that
+# take minutes to compile, the one a build of the other collections never runs
 NODE_ROWS = ("import sys, numpy as np; from features.npz.read import read_graph; "
              "from features.rows.node_rows import graph_node_rows; "
-             "g = read_graph(sys.argv[1], 'layout:xla:default', 'train'); "
+             "g = read_graph(sys.argv[1], sys.argv[2], 'train'); "
              "graph_node_rows(g, np.arange(g.node_config_feat.shape[0]), 0)")
 
 
 def pytest_configure(config):
     """Compile the two kernels that take minutes (features/rows/compiled.py) into Numba's
     on-disk cache before the tests, one per core, when they are not there yet (a fresh clone):
-    the first test to need them would compile them one after the other. Not in a pytest-xdist
-    worker (its controller has done it), nor when only collecting."""
-    if getattr(config, "workerinput", None) is not None or config.option.collectonly:
+    the first test to need them would compile them one after the other. Not when only
+    collecting."""
+    if config.option.collectonly:
         return
     import tempfile
 
@@ -49,28 +49,33 @@ def pytest_configure(config):
 
 
 def _warm_up(tmp: Path) -> str:
-    """Compile the node-row kernel in one process and the rest by a feature build in another,
-    at once, then build every collection (nothing left to compile); the output of the first
-    that failed, or ""."""
+    """Compile the node-row kernel in one process and the rest by a feature build of the
+    collections without node rows in another, at once, then build every collection (nothing
+    left to compile); the output of the first that failed, or ""."""
     import subprocess
 
     from features.npz.find import list_npz
+    from features.rows.node_rows import NODE_ROW_COLLECTIONS
+    from features.schema import COLLECTIONS
 
     root = tmp / "tiny"
     ensure_sample(root, WARM_UP)
-    graph = list_npz(root / "npz_all" / "npz", "layout:xla:default", "train")[0]
+    with_nodes = NODE_ROW_COLLECTIONS[0]
+    graph = list_npz(root / "npz_all" / "npz", with_nodes, "train")[0]
     build = [sys.executable, "pipeline.py", "build-features", "--data-dir", str(root),
              "--cache-dir", str(tmp / "cache"), "--workers", "1"]
-    steps = [[[sys.executable, "-c", NODE_ROWS, str(graph)],
-              build + ["--collections", "tile:xla", "layout:xla:random", "layout:nlp:random"]],
-             [build]]
+    others = [c for c in COLLECTIONS if c not in NODE_ROW_COLLECTIONS]
+    steps = [[[sys.executable, "-c", NODE_ROWS, str(graph), with_nodes],
+              build + ["--collections", *others]], [build]]
     for step in steps:
-        procs = [subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True) for cmd in step]
-        outs = [(p.communicate()[0], p.returncode) for p in procs]
-        failed = [out for out, code in outs if code != 0]
+        logs = [tmp / f"warm-up-{i}.log" for i in range(len(step))]
+        procs = []
+        for cmd, log in zip(step, logs):   # files, not pipes: a full pipe would stall its process
+            with open(log, "w") as out:
+                procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT))
+        failed = [log for p, log in zip(procs, logs) if p.wait() != 0]
         if failed:
-            return failed[0]
+            return failed[0].read_text()
     return ""
 
 
