@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from features.npz.find import list_npz
-from models.api.node_effects import NodeEffects
+from models.api.node_effects import INTERCEPT_VAR, EffectsParams, NodeEffects
 from models.tuning.sampler import LayoutSampler
 from models.tuning.search import SearchSettings, evolve
 from models.tuning.space import (PERM_START, PERMUTATIONS, LayoutSpace, allowed_ranks, config_keys,
@@ -143,6 +143,42 @@ def test_the_learner_recovers_additive_effects():
     assert model.predict(unseen, np.zeros(1))[1][0] > 3 * seen_sd.mean()
     truth = log_runtime(configs[40:75], effects)
     assert np.corrcoef(seen_mean, truth)[0, 1] > 0.95
+
+
+def _set_groups(config):
+    """The (node, group, layout) triples a config sets, read slot by slot (the reference's own
+    reading, not the learner's base-7 codes)."""
+    return {(n, g, tuple(config[n, 6 * g:6 * g + 6])) for n in range(config.shape[0])
+            for g in range(3) if (config[n, 6 * g:6 * g + 6] != -1).any()}
+
+
+def test_the_learners_mean_and_sd_are_the_weight_space_posteriors():
+    """One grid point: the kernel-form learner against Bayesian linear regression written in
+    weight space (an intercept, the prior score's coefficient and one weight per set group):
+    the same predictive mean and sd, a group no measured config sets adding its prior
+    variance."""
+    space, rng = LayoutSpace(RANKS), np.random.default_rng(3)
+    configs = space.mutate(rng, space.mutate(rng, space.default(12)))
+    prior, runtimes = rng.normal(0.5, 0.2, 12), np.exp(rng.normal(0, 0.05, 12))
+    noise, effect, slope = 0.02, 0.03, 0.3
+    model = NodeEffects(configs, prior, runtimes, EffectsParams((noise,), (effect,), (slope,)))
+    groups = sorted(set().union(*map(_set_groups, configs)))
+    design = lambda c, s: np.array([[1.0, si] + [float(k in _set_groups(x)) for k in groups]
+                                    for x, si in zip(c, s)])
+    X, y = design(configs, prior), np.log(runtimes) - np.log(runtimes).mean()
+    m0 = np.r_[0.0, -slope, np.zeros(len(groups))]
+    s0_inv = np.diag(1 / np.r_[INTERCEPT_VAR, slope ** 2, np.full(len(groups), effect ** 2)])
+    cov = np.linalg.inv(s0_inv + X.T @ X / noise ** 2)
+    mean_w = cov @ (s0_inv @ m0 + X.T @ y / noise ** 2)
+    new = space.mutate(np.random.default_rng(4), configs[:6])
+    new_prior = rng.normal(0.5, 0.2, 6)
+    Z = design(new, new_prior)
+    unseen = np.array([len(_set_groups(x) - set(groups)) for x in new])
+    want_sd = np.sqrt(np.einsum("ij,jk,ik->i", Z, cov, Z) + effect ** 2 * unseen)
+    got_mean, got_sd = model.predict(new, new_prior)
+    np.testing.assert_allclose(got_mean, Z @ mean_w, atol=1e-9)
+    np.testing.assert_allclose(got_sd, want_sd, rtol=1e-6)
+    assert unseen.any() and (unseen < np.array([len(_set_groups(x)) for x in new])).any()
 
 
 def test_updates_find_the_optimum_the_frozen_model_misses():
