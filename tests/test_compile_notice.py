@@ -1,15 +1,21 @@
-"""The build's notice before Numba compiles the layout kernels, read from Numba's real cache."""
+"""The build's notice before Numba compiles the layout kernels, read from Numba's real cache, and
+the children that compile the two slow ones side by side."""
 from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from features.cache import compile_ahead as ahead
+from features.npz.find import list_npz
 from features.rows import compiled as C
 
 REPO = Path(C.__file__).resolve().parents[2]
@@ -82,3 +88,47 @@ def test_a_plain_function_gets_no_notice_and_no_error():
 def test_a_random_collection_does_not_wait_for_the_node_rows_kernel():
     assert C.slow_kernels("layout:xla:random") == (C.K.layout_config_features,)
     assert C.K.node_rows in C.slow_kernels("layout:nlp:default")
+
+
+def test_the_compiling_children_run_their_kernels_on_a_files_first_configs(tiny_npz):
+    """The children's own command on a generated file: it exits 0 (a child that fails only
+    costs time, so nothing else would show a broken one)."""
+    collection = C.NODE_ROW_COLLECTIONS[0]
+    path = list_npz(tiny_npz, collection, "train")[0]
+    for kind in ahead.KINDS:
+        done = subprocess.run([sys.executable, "-c", ahead._CHILD, kind, str(path), collection,
+                               "train"], cwd=ahead._PROJECT, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stderr
+
+
+def test_the_compiling_children_take_the_smallest_file_and_never_outlive_a_ctrl_c(
+        tiny_npz, monkeypatch):
+    """Interrupted while its children compile, the call kills them and passes the Ctrl-C on;
+    both children ran on the smallest file. A collection without node rows starts none."""
+    started = []
+    popen = subprocess.Popen
+
+    def recorded(args, **kw):
+        started.append((args, popen(args, **kw)))
+        return started[-1][1]
+    monkeypatch.setattr(ahead.subprocess, "Popen", recorded)
+    monkeypatch.setattr(ahead, "compiled", lambda kernel: False)
+    monkeypatch.setattr(ahead, "_CHILD", "import time; time.sleep(300)")
+    collection = C.NODE_ROW_COLLECTIONS[0]
+    files = list_npz(tiny_npz, collection, "train")
+    # at the main thread, as a terminal's Ctrl-C interrupts it
+    timer = threading.Timer(2.0, signal.pthread_kill, (threading.main_thread().ident,
+                                                         signal.SIGINT))
+    timer.start()
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        ahead.side_by_side(files, collection, "train")
+    assert time.monotonic() - began < 60
+    timer.join()
+    assert len(started) == 2 and all(child.poll() is not None for _, child in started)
+    smallest = min(files, key=lambda f: f.stat().st_size)
+    assert [args[3:] for args, _ in started] == [[kind, str(smallest), collection, "train"]
+                                                 for kind in ahead.KINDS]
+    ahead.side_by_side(files, "layout:xla:random", "train")
+    assert len(started) == 2

@@ -13,6 +13,7 @@ from tqdm import tqdm
 
 from features.cache import store as cache
 from features.cache import entries
+from features.cache.compile_ahead import side_by_side
 from features.cache import integrity
 from features.cache import units as unit_store
 from features.cache import workers as worker_pool
@@ -77,7 +78,9 @@ def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
                 pack: bool = True, client=None) -> tuple[Path, bool]:
     """Ensure the cache entry exists; returns (entry dir, whether anything was computed).
 
-    workers > 1 builds units in a process pool (features/cache/workers.py); a dask.distributed
+    workers > 1 builds units in a process pool (features/cache/workers.py), and on a fresh
+    install compiles the two slow layout kernels side by side first (compile_ahead.py);
+    a dask.distributed
     `client` builds them on its cluster instead (features/cache/dask_build.py). pack keeps an int8
     copy of each node_config_feat under <cache>/packed/ that later builds memory-map instead of
     decompressing again. Files that fail are reported together after the others are built.
@@ -95,6 +98,8 @@ def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
     packed = cache.packed_root(cache_root) if pack else None
     if todo and client is None and not is_tile(collection):   # a cluster compiles its own
         compile_notice(collection)
+        if workers > 1:
+            side_by_side(todo, collection, split)
     start = time.perf_counter()
     task = (collection, split, cfg, units)
     _build_units(todo, task, packed, workers, force, client)

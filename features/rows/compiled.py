@@ -7,8 +7,8 @@ import sys
 from features.rows import kernels as K
 from features.rows.node_rows import NODE_ROW_COLLECTIONS
 
-NOTICE = ("notice: compiling the layout feature kernels first: once per install, about 3.5 "
-          "minutes on 2 cores (Numba keeps them in its cache)")
+NOTICE = ("notice: compiling the layout feature kernels first: once per install, about 3 to 4 "
+          "minutes (Numba keeps them in its cache)")
 _said = False
 
 
