@@ -82,7 +82,9 @@ class Ranking:
     collection: str
     scores: np.ndarray    # (c,) float64 per candidate, higher = predicted faster
     order: np.ndarray     # (c,) int64 candidate indices, predicted fastest first
-    spread: np.ndarray    # (c,) the seed models' disagreement (0 for a one-seed run)
+    spread: np.ndarray    # (c,) how unsure: the seed models' disagreement (0 for one seed),
+                          # with a layout graph's node-effects posterior sd once it has
+                          # measurements (graph_state.Scorer.scores)
 
     def top(self, k: int | None = None) -> list[tuple[int, float]]:
         """[(candidate index, score)] of the k predicted fastest (all when k is None)."""
