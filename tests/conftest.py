@@ -21,12 +21,6 @@ WARM_UP = SampleSpec(seed=3, tile_graphs=(1, 1, 1), tile_configs=(12, 20), layou
                      xla_nodes=(40, 60), nlp_nodes=(30, 40), layout_configs=(60, 80),
                      test_layout_configs=40)
 ROOT = Path(__file__).resolve().parents[1]
-# The node-row kernel on a graph file of a collection that has node rows: of the two kernels that
-# take minutes to compile, the one a build of the other collections never runs
-NODE_ROWS = ("import sys, numpy as np; from features.npz.read import read_graph; "
-             "from features.rows.node_rows import graph_node_rows; "
-             "g = read_graph(sys.argv[1], sys.argv[2], 'train'); "
-             "graph_node_rows(g, np.arange(g.node_config_feat.shape[0]), 0)")
 
 
 def pytest_configure(config):
@@ -54,7 +48,9 @@ def _warm_up(tmp: Path) -> str:
     left to compile); the output of the first that failed, or ""."""
     import subprocess
 
+    from features.cache import compile_ahead as ahead
     from features.npz.find import list_npz
+    from features.rows import kernels as K
     from features.rows.node_rows import NODE_ROW_COLLECTIONS
     from features.schema import COLLECTIONS
 
@@ -65,8 +61,11 @@ def _warm_up(tmp: Path) -> str:
     build = [sys.executable, "pipeline.py", "build-features", "--data-dir", str(root),
              "--cache-dir", str(tmp / "cache"), "--workers", "1"]
     others = [c for c in COLLECTIONS if c not in NODE_ROW_COLLECTIONS]
-    steps = [[[sys.executable, "-c", NODE_ROWS, str(graph), with_nodes],
-              build + ["--collections", *others]], [build]]
+    # the node-row kernel, the one a build of the other collections never runs, as a build's
+    # child compiles it (features/cache/compile_ahead.py)
+    node_rows = [sys.executable, "-c", ahead.CHILD, K.node_rows.__name__, str(graph), with_nodes,
+                 "train", str(os.getpid())]
+    steps = [[node_rows, build + ["--collections", *others]], [build]]
     for step in steps:
         logs = [tmp / f"warm-up-{i}.log" for i in range(len(step))]
         procs = []

@@ -17,6 +17,7 @@ import pytest
 from features.cache import compile_ahead as ahead
 from features.npz.find import list_npz
 from features.rows import compiled as C
+from features.rows.table import FeatureConfig, file_table
 
 REPO = Path(C.__file__).resolve().parents[2]
 # A token makes the source new to Numba's cache (it stamps a file by its content) on every run
@@ -69,7 +70,7 @@ def test_compiled_says_what_numba_then_does(kernel, monkeypatch):
 
 def test_the_notice_is_one_line_once_and_none_when_compiled(kernel, monkeypatch, capsys):
     module = _load(kernel, monkeypatch)
-    monkeypatch.setattr(C, "slow_kernels", lambda collection: (module.f,))
+    monkeypatch.setattr(C, "slow_kernels", lambda collection, feature_set: (module.f,))
     monkeypatch.setattr(C, "_said", False)
     C.compile_notice()
     C.compile_notice()
@@ -90,22 +91,31 @@ def test_a_random_collection_does_not_wait_for_the_node_rows_kernel():
     assert C.K.node_rows in C.slow_kernels("layout:nlp:default")
 
 
-def test_the_compiling_children_run_their_kernels_on_a_files_first_configs(tiny_npz):
-    """The children's own command on a generated file: it exits 0 (a child that fails only
-    costs time, so nothing else would show a broken one)."""
+def test_the_compiling_children_compile_what_the_build_then_runs(tiny_npz, tmp_path):
+    """The children's own command on a generated file exits 0 (a child that fails only costs
+    time, so nothing else would show a broken one), and the kernels it runs take the argument
+    types a build's, its int8 copies read back read-only, gives them: in this process, after
+    the children's work and a build's, each slow kernel holds one signature (two would be a
+    second compile)."""
     collection = C.NODE_ROW_COLLECTIONS[0]
     path = list_npz(tiny_npz, collection, "train")[0]
-    for kind in ahead.KINDS:
-        done = subprocess.run([sys.executable, "-c", ahead._CHILD, kind, str(path), collection,
-                               "train"], cwd=ahead._PROJECT, capture_output=True, text=True,
-                              timeout=600)
+    for kernel in C.slow_kernels(collection):
+        done = subprocess.run([sys.executable, "-c", ahead.CHILD, kernel.__name__, str(path),
+                               collection, "train", str(os.getpid())], cwd=ahead._PROJECT,
+                              capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr
+        ahead.run_kernel(kernel.__name__, str(path), collection, "train")
+    test_file = list_npz(tiny_npz, collection, "test")[0]
+    for _ in range(2):      # the second read memory-maps the int8 copy the first wrote
+        file_table(test_file, collection, "test", FeatureConfig(), packed_dir=tmp_path)
+    assert [len(k.signatures) for k in C.slow_kernels(collection)] == [1, 1]
 
 
 def test_the_compiling_children_take_the_smallest_file_and_never_outlive_a_ctrl_c(
         tiny_npz, monkeypatch):
     """Interrupted while its children compile, the call kills them and passes the Ctrl-C on;
-    both children ran on the smallest file. A collection without node rows starts none."""
+    both children ran on the smallest file. A collection without node rows, or the basic
+    feature set, starts none."""
     started = []
     popen = subprocess.Popen
 
@@ -114,7 +124,7 @@ def test_the_compiling_children_take_the_smallest_file_and_never_outlive_a_ctrl_
         return started[-1][1]
     monkeypatch.setattr(ahead.subprocess, "Popen", recorded)
     monkeypatch.setattr(ahead, "compiled", lambda kernel: False)
-    monkeypatch.setattr(ahead, "_CHILD", "import time; time.sleep(300)")
+    monkeypatch.setattr(ahead, "CHILD", "import time; time.sleep(300)")
     collection = C.NODE_ROW_COLLECTIONS[0]
     files = list_npz(tiny_npz, collection, "train")
     # at the main thread, as a terminal's Ctrl-C interrupts it
@@ -128,7 +138,9 @@ def test_the_compiling_children_take_the_smallest_file_and_never_outlive_a_ctrl_
     timer.join()
     assert len(started) == 2 and all(child.poll() is not None for _, child in started)
     smallest = min(files, key=lambda f: f.stat().st_size)
-    assert [args[3:] for args, _ in started] == [[kind, str(smallest), collection, "train"]
-                                                 for kind in ahead.KINDS]
+    assert len({f.stat().st_size for f in files}) > 1
+    assert [args[3:7] for args, _ in started] == [[k.__name__, str(smallest), collection, "train"]
+                                                  for k in C.slow_kernels(collection)]
     ahead.side_by_side(files, "layout:xla:random", "train")
+    ahead.side_by_side(files, collection, "train", feature_set="basic")
     assert len(started) == 2

@@ -79,8 +79,8 @@ def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
     """Ensure the cache entry exists; returns (entry dir, whether anything was computed).
 
     workers > 1 builds units in a process pool (features/cache/workers.py), and on a fresh
-    install compiles the two slow layout kernels side by side first (compile_ahead.py);
-    a dask.distributed
+    install first compiles the slow layout kernels side by side (compile_ahead.py); a
+    dask.distributed
     `client` builds them on its cluster instead (features/cache/dask_build.py). pack keeps an int8
     copy of each node_config_feat under <cache>/packed/ that later builds memory-map instead of
     decompressing again. Files that fail are reported together after the others are built.
@@ -97,9 +97,9 @@ def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
     todo = [f for f, u in zip(files, unit_files) if force or not u.exists()]
     packed = cache.packed_root(cache_root) if pack else None
     if todo and client is None and not is_tile(collection):   # a cluster compiles its own
-        compile_notice(collection)
+        compile_notice(collection, cfg.feature_set)
         if workers > 1:
-            side_by_side(todo, collection, split)
+            side_by_side(todo, collection, split, cfg.feature_set)
     start = time.perf_counter()
     task = (collection, split, cfg, units)
     _build_units(todo, task, packed, workers, force, client)

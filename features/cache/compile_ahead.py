@@ -2,6 +2,7 @@
 by side, one child process each, before a build that would compile them one after the other."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -9,37 +10,47 @@ from pathlib import Path
 
 import numpy as np
 
-from features.cache.workers import sigint_blocked
+from features.cache.workers import exit_with_parent, sigint_blocked
 from features.npz.read import read_graph
+from features.rows import kernels as K
 from features.rows.compiled import compiled, slow_kernels
-from features.rows.node_rows import NODE_ROW_COLLECTIONS, graph_node_rows
+from features.rows.node_rows import graph_node_rows
 from features.rows.table import FeatureConfig, graph_parts
 
-KINDS = ("configs", "nodes")     # the config-row kernel, the node-row kernel
-_CHILD = "import sys; from features.cache.compile_ahead import run_kernel; run_kernel(*sys.argv[1:])"
+# A child's program; its arguments: run_kernel's, then this process's id (it dies with it)
+CHILD = ("import sys; from features.cache import compile_ahead as c; "
+         "c.exit_with_parent(int(sys.argv[5])); c.run_kernel(*sys.argv[1:5])")
 _PROJECT = Path(__file__).resolve().parents[2]
-# Polled: once polars is imported, Ctrl-C no longer cuts a blocking wait for a child short
+# Polled: once polars is imported, SIGINT no longer cuts a blocking wait for a child short
+# (a sleep it does: models/records/README.md, "Users' first build")
 POLL_S = 0.2
+DEADLINE_S = 15 * 60    # a child still compiling then is stuck: the build compiles instead
 
 
-def side_by_side(files: list[Path], collection: str, split: str) -> None:
-    """When neither slow kernel is compiled and the collection runs both: compile them at once,
-    a child each on the smallest of `files`, and return when both are done; the build then
-    loads them from Numba's cache. Best effort: a child that fails leaves its kernel to the
-    build. The children ignore the terminal's Ctrl-C, and this call kills them on its way out."""
-    if collection not in NODE_ROW_COLLECTIONS or not files:
-        return
-    if any(compiled(kernel) for kernel in slow_kernels(collection)):
+def side_by_side(files: list[Path], collection: str, split: str,
+                 feature_set: str = "full") -> None:
+    """When the collection's rows run two slow kernels and neither is compiled: compile them at
+    once, a child each on the smallest of `files`, and return when both are done; the build
+    then loads them from Numba's cache. Best effort: what a child leaves uncompiled the build
+    compiles, as without it. The children ignore the terminal's Ctrl-C, die with this process
+    and never outlive this call."""
+    kernels = slow_kernels(collection, feature_set)
+    if len(kernels) < 2 or not files or any(compiled(k) for k in kernels):
         return
     smallest = str(min(files, key=lambda f: f.stat().st_size))
-    with sigint_blocked():     # the mask is inherited: the children leave Ctrl-C to this process
-        children = [subprocess.Popen([sys.executable, "-c", _CHILD, kind, smallest, collection,
-                                      split], cwd=_PROJECT, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                    for kind in KINDS]
+    children: list[subprocess.Popen] = []
     try:
-        while any(child.poll() is None for child in children):
+        with sigint_blocked():      # inherited: the children leave Ctrl-C to this process
+            for kernel in kernels:
+                children.append(subprocess.Popen(
+                    [sys.executable, "-c", CHILD, kernel.__name__, smallest, collection, split,
+                     str(os.getpid())], cwd=_PROJECT, stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + DEADLINE_S
+        while any(c.poll() is None for c in children) and time.monotonic() < deadline:
             time.sleep(POLL_S)
+    except OSError:
+        return      # no child process to be had: the build compiles them itself
     finally:
         for child in children:
             if child.poll() is None:
@@ -47,10 +58,11 @@ def side_by_side(files: list[Path], collection: str, split: str) -> None:
                 child.wait()
 
 
-def run_kernel(kind: str, path: str, collection: str, split: str) -> None:
-    """In a child: one of KINDS's kernels on the file's first two configs."""
+def run_kernel(name: str, path: str, collection: str, split: str) -> None:
+    """What a build runs the kernel `name` in (config rows, or node rows), on the file's first
+    two configs."""
     g = read_graph(Path(path), collection, split, max_configs=2)
-    if kind == "configs":
+    if name == K.layout_config_features.__name__:
         graph_parts(g, FeatureConfig())
     else:
         graph_node_rows(g, np.arange(g.node_config_feat.shape[0]), 0)

@@ -12,9 +12,12 @@ NOTICE = ("notice: compiling the layout feature kernels first: once per install,
 _said = False
 
 
-def slow_kernels(collection: str | None) -> tuple:
+def slow_kernels(collection: str | None, feature_set: str = "full") -> tuple:
     """The kernels that take minutes to compile (no other takes 4 s: models/records/README.md)
-    that a layout collection's rows run; None: every layout collection's."""
+    that a layout collection's rows run; None: every layout collection's. The "basic" feature
+    set runs neither."""
+    if feature_set != "full":
+        return ()
     if collection is None or collection in NODE_ROW_COLLECTIONS:
         return K.layout_config_features, K.node_rows
     return (K.layout_config_features,)
@@ -35,11 +38,11 @@ def compiled(dispatcher) -> bool:
         return True
 
 
-def compile_notice(collection: str | None = None) -> None:
+def compile_notice(collection: str | None = None, feature_set: str = "full") -> None:
     """NOTICE on stderr, once per process, when a kernel the collection's rows run is not
     compiled yet."""
     global _said
-    if _said or all(compiled(d) for d in slow_kernels(collection)):
+    if _said or all(compiled(d) for d in slow_kernels(collection, feature_set)):
         return
     _said = True
     print(NOTICE, file=sys.stderr, flush=True)
