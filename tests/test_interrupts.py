@@ -19,9 +19,12 @@ REPO = Path(pipeline.__file__).resolve().parent
 
 # `pipeline.py ARGS` with the worker pool used whatever the input's size (the tiny tree's files
 # are far below PARALLEL_MIN_BYTES), so the signal also reaches pool workers, as a terminal's
-# Ctrl-C reaches the whole process group.
+# Ctrl-C reaches the whole process group. SIGINT handled as in a terminal's foreground job even
+# when the tests run as a background job, which inherits it ignored (and `pipeline` leaves an
+# ignored signal ignored): there the build could finish after its Ctrl-C.
 POOLED = textwrap.dedent("""
-    import sys
+    import signal, sys
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import features.cache.build as build
     build.PARALLEL_MIN_BYTES = 0
     import pipeline
