@@ -25,11 +25,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def pytest_configure(config):
     """Compile the two kernels that take minutes (features/rows/compiled.py) into Numba's
-    on-disk cache before the tests, one per core, when they are not there yet (a fresh clone):
+    on-disk cache before the tests, when they are not there yet (a fresh clone): a feature
+    build on two workers compiles them side by side (features/cache/compile_ahead.py), where
     the first test to need them would compile them one after the other. Not when only
     collecting."""
     if config.option.collectonly:
         return
+    import subprocess
     import tempfile
 
     from features.rows.compiled import compiled, slow_kernels
@@ -37,45 +39,13 @@ def pytest_configure(config):
     if all(compiled(kernel) for kernel in slow_kernels(None)):
         return
     with tempfile.TemporaryDirectory(prefix="warm-up-") as tmp:
-        failed = _warm_up(Path(tmp))
-    if failed:
-        raise pytest.UsageError(f"the tests' warm-up (tests/conftest.py) failed:\n{failed}")
-
-
-def _warm_up(tmp: Path) -> str:
-    """Compile the node-row kernel in one process and the rest by a feature build of the
-    collections without node rows in another, at once, then build every collection (nothing
-    left to compile); the output of the first that failed, or ""."""
-    import subprocess
-
-    from features.cache import compile_ahead as ahead
-    from features.npz.find import list_npz
-    from features.rows import kernels as K
-    from features.rows.node_rows import NODE_ROW_COLLECTIONS
-    from features.schema import COLLECTIONS
-
-    root = tmp / "tiny"
-    ensure_sample(root, WARM_UP)
-    with_nodes = NODE_ROW_COLLECTIONS[0]
-    graph = list_npz(root / "npz_all" / "npz", with_nodes, "train")[0]
-    build = [sys.executable, "pipeline.py", "build-features", "--data-dir", str(root),
-             "--cache-dir", str(tmp / "cache"), "--workers", "1"]
-    others = [c for c in COLLECTIONS if c not in NODE_ROW_COLLECTIONS]
-    # the node-row kernel, the one a build of the other collections never runs, as a build's
-    # child compiles it (features/cache/compile_ahead.py)
-    node_rows = [sys.executable, "-c", ahead.CHILD, K.node_rows.__name__, str(graph), with_nodes,
-                 "train", str(os.getpid())]
-    steps = [[node_rows, build + ["--collections", *others]], [build]]
-    for step in steps:
-        logs = [tmp / f"warm-up-{i}.log" for i in range(len(step))]
-        procs = []
-        for cmd, log in zip(step, logs):   # files, not pipes: a full pipe would stall its process
-            with open(log, "w") as out:
-                procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT))
-        failed = [log for p, log in zip(procs, logs) if p.wait() != 0]
-        if failed:
-            return failed[0].read_text()
-    return ""
+        ensure_sample(Path(tmp) / "tiny", WARM_UP)
+        done = subprocess.run([sys.executable, "pipeline.py", "build-features", "--data-dir",
+                               str(Path(tmp) / "tiny"), "--cache-dir", str(Path(tmp) / "cache"),
+                               "--workers", "2"], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise pytest.UsageError(f"the tests' warm-up (tests/conftest.py) failed:\n"
+                                f"{done.stdout}{done.stderr}")
 
 
 @pytest.fixture(scope="session")

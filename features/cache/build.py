@@ -80,10 +80,9 @@ def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
 
     workers > 1 builds units in a process pool (features/cache/workers.py), and on a fresh
     install first compiles the slow layout kernels side by side (compile_ahead.py); a
-    dask.distributed
-    `client` builds them on its cluster instead (features/cache/dask_build.py). pack keeps an int8
-    copy of each node_config_feat under <cache>/packed/ that later builds memory-map instead of
-    decompressing again. Files that fail are reported together after the others are built.
+    dask.distributed `client` builds them on its cluster instead (features/cache/dask_build.py).
+    pack keeps an int8 copy of each node_config_feat under <cache>/packed/ that later builds
+    memory-map instead of decompressing again. Files that fail are reported together after the others are built.
     A cached entry is checked (features/cache/integrity.py) and built again if damaged."""
     files = list_npz(npz_root, collection, split)
     signature = feature_signature(cfg)
