@@ -150,3 +150,20 @@ def test_the_compiling_children_take_the_smallest_file_and_never_outlive_a_ctrl_
     ahead.side_by_side(files, "layout:xla:random", "train")
     ahead.side_by_side(files, collection, "train", feature_set="basic")
     assert len(started) == 2
+
+
+def test_a_child_that_fails_or_overruns_is_named(tiny_npz, monkeypatch, capsys):
+    # each child runs one program: the first exits 3, the second sleeps past a 1 s deadline
+    programs = iter(["import sys; sys.exit(3)", "import time; time.sleep(60)"])
+    popen = subprocess.Popen
+    monkeypatch.setattr(ahead.subprocess, "Popen",
+                        lambda args, **kw: popen([args[0], "-c", next(programs)], **kw))
+    monkeypatch.setattr(ahead, "compiled", lambda kernel: False)
+    monkeypatch.setattr(ahead, "DEADLINE_S", 1)
+    collection = C.NODE_ROW_COLLECTIONS[0]
+    ahead.side_by_side(list_npz(tiny_npz, collection, "train"), collection, "train")
+    first, second = (k.__name__ for k in C.slow_kernels(collection))
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2
+    assert first in lines[0] and "exit code 3" in lines[0]
+    assert second in lines[1] and "deadline" in lines[1]

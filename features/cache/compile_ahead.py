@@ -49,6 +49,7 @@ def side_by_side(files: list[Path], collection: str, split: str,
         deadline = time.monotonic() + DEADLINE_S
         while any(c.poll() is None for c in children) and time.monotonic() < deadline:
             time.sleep(POLL_S)
+        _say_unfinished(kernels, children)
     except OSError:
         return      # no child process to be had: the build compiles them itself
     finally:
@@ -56,6 +57,17 @@ def side_by_side(files: list[Path], collection: str, split: str,
             if child.poll() is None:
                 child.kill()
                 child.wait()
+
+
+def _say_unfinished(kernels: tuple, children: list[subprocess.Popen]) -> None:
+    """A line on stderr for each child that failed or ran past the deadline: the build
+    compiles its kernel itself now, which is why it takes longer than the notice said."""
+    for kernel, child in zip(kernels, children):
+        code = child.poll()
+        if code != 0:
+            why = "ran past its deadline" if code is None else f"failed (exit code {code})"
+            print(f"notice: compiling {kernel.__name__} in a side process {why}; the build "
+                  f"compiles it itself", file=sys.stderr, flush=True)
 
 
 def run_kernel(name: str, path: str, collection: str, split: str) -> None:
