@@ -95,11 +95,11 @@ def build_entry(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,
         return entry, False
     todo = [f for f, u in zip(files, unit_files) if force or not u.exists()]
     packed = cache.packed_root(cache_root) if pack else None
+    start = time.perf_counter()     # the side-by-side compile is part of the entry's time
     if todo and client is None and not is_tile(collection):   # a cluster compiles its own
         compile_notice(collection, cfg.feature_set)
         if workers > 1:
             side_by_side(todo, collection, split, cfg.feature_set)
-    start = time.perf_counter()
     task = (collection, split, cfg, units)
     _build_units(todo, task, packed, workers, force, client)
     source = dict(zip(unit_files, files))
