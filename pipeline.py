@@ -380,21 +380,27 @@ def _rank_options(p) -> None:
 
 def cmd_tune_sim(args) -> int:
     """Simulate autotuning on validation graphs: random search vs the model, frozen and updated."""
-    from models.training.run_files import latest_run
+    from models.training.run_files import latest_run, read_run
     from models.evaluation.tune_sim import SimSettings, simulate
     from models.reporting.tune_sim_table import format_table
     source = _source(args)
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
-    check_file(run_dir / "tune_sim.json")     # where the result goes, before the simulation
     settings = SimSettings(round_size=args.round_size, max_graphs=args.max_graphs,
-                           each_seed=args.each_seed)
+                           each_seed=args.each_seed, folds=args.folds)
+    check_file(run_dir / settings.result_name)    # where the result goes, before the simulation
+    entries = None
+    if settings.folds:      # the fold models' rows: the run's feature settings, its train split
+        fcfg = FeatureConfig(**read_run(run_dir)["features"]["settings"])
+        built = features.build_entries(source.npz_root, args.collections, ("train",), fcfg,
+                                       args.cache_dir)
+        entries = {c: built[c, "train"] for c in args.collections}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = simulate(run_dir, source.npz_root, args.collections, settings,
-                          data=source.description)
+                          data=source.description, train_entries=entries)
     _warning_lines(caught)
     print(format_table(result))
-    print(f"saved to {run_dir / 'tune_sim.json'}")
+    print(f"saved to {run_dir / settings.result_name}")
     return 0
 
 
@@ -408,7 +414,12 @@ def _tune_sim_options(p) -> None:
     p.add_argument("--round-size", type=_at_least(1), default=5, metavar="N",
                    help="measurements between two model updates (default: %(default)s)")
     p.add_argument("--max-graphs", type=_at_least(0), default=0, metavar="N",
-                   help="validation graphs per collection (default: 0 = all)")
+                   help="graphs per collection, per fold with --folds (default: 0 = all)")
+    p.add_argument("--folds", type=_folds, default=0, metavar="K",
+                   help="simulate the train graphs instead of the valid ones, each with the "
+                        "run's models fit again without its model family (K folds of whole "
+                        "families; fit once, kept in the run as folds-K/) (default: 0 = the "
+                        "valid graphs)")
     p.add_argument("--each-seed", action="store_true",
                    help="also simulate each of the run's seeds alone (frozen and updated): "
                         "whether the updates' gain is clear of the seeds' spread")

@@ -10,7 +10,9 @@ the model frozen and with updates. The two model searches choose alike, as CostM
 kappa x spread; the updated one feeds each round's runtimes to CostModel.update before the next,
 so its scores and its spread (the seeds' and the node effects' posterior) move, while the frozen
 one's spread stays the seeds'. Reported: the best runtime found over the pool's best after each
-budget (1.000 = the best config found).
+budget (1.000 = the best config found). With `folds`, the graphs are the train split's instead,
+each searched with the run's models fit again without its family (models/training/fold_models.py):
+many more graphs than the valid split's, none of whose family the models saw.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from features.npz.read import read_graph
 from features.rows.selection import target_runtime
 
 from models.api import CostModel
+from models.training.fold_models import fold_models
 from models.training.run_files import is_partner
 from models.tuning.space import config_keys
 from models.tuning.tuner import TuneSettings, choose
@@ -42,8 +45,14 @@ class SimSettings:
     round_size: int = 5            # measurements between two updates
     explore: int = TuneSettings.explore    # of each round's, chosen by score + kappa x spread
     kappa: float = TuneSettings.kappa
-    max_graphs: int = 0            # per collection (0 = every validation graph)
+    max_graphs: int = 0            # per collection, per fold with folds (0 = every graph)
     each_seed: bool = False        # also each seed's models alone: is a gain clear of seeds?
+    folds: int = 0                 # >= 2: the train graphs, families held out over this many folds
+
+    @property
+    def result_name(self) -> str:
+        """Where in the run the result is saved: the valid split's and the folds' apart."""
+        return "tune_sim.json" if self.folds < 2 else f"tune_sim_folds-{self.folds}.json"
 
 
 def random_best(runtime: np.ndarray, k: int) -> float:
@@ -124,16 +133,20 @@ def simulate_graph(model: CostModel, path: Path, collection: str,
 
 
 def simulate(run_dir: Path, npz_root: Path, collections, s: SimSettings, *,
-             data: str, log=print) -> dict:
-    """Every collection's per-graph results and means; written to <run>/tune_sim.json."""
+             data: str, train_entries: dict | None = None, log=print) -> dict:
+    """Every collection's per-graph results and means; written to <run>/<s.result_name>.
+    train_entries: the collections' train feature entries (for folds: the models' rows)."""
     model = CostModel.load(run_dir)
-    result = {"settings": asdict(s), "run": str(run_dir), "data": data, "collections": {}}
+    result = {"settings": asdict(s), "run": str(run_dir), "data": data, "collections": {},
+              "graphs": ("the valid graphs" if s.folds < 2 else
+                         f"the train graphs, their families held out over {s.folds} folds")}
     for collection in collections:
         if collection not in model.models:
             continue
-        files = list_npz(npz_root, collection, "valid")[:s.max_graphs or None]
         start = time.perf_counter()
-        results = [simulate_graph(model, f, collection, s) for f in files]
+        searched = _searched(model, Path(run_dir), npz_root, collection, s, train_entries, log)
+        files = [f for _, f in searched]
+        results = [simulate_graph(m, f, collection, s) for m, f in searched]
         graphs = [g for g in results if g is not None]
         skipped = [f.stem for f, g in zip(files, results) if g is None]
         if skipped:
@@ -146,7 +159,23 @@ def simulate(run_dir: Path, npz_root: Path, collections, s: SimSettings, *,
                 "mean": {st: np.mean([g[st] for g in graphs], axis=0).tolist()
                          for st in graphs[0] if st not in ("graph", "configs")}}
             log(f"{collection}: {len(graphs)} graphs in {time.perf_counter() - start:.0f}s")
-    return _save(Path(run_dir) / "tune_sim.json", result)
+    return _save(Path(run_dir) / s.result_name, result)
+
+
+def _searched(model: CostModel, run_dir: Path, npz_root: Path, collection: str,
+              s: SimSettings, train_entries: dict | None, log) -> list[tuple[CostModel, Path]]:
+    """(model, graph file) pairs to simulate: the valid graphs with the run's models, or with
+    folds each train graph with the models of the fold that held its family out."""
+    if s.folds < 2:
+        return [(model, f) for f in list_npz(npz_root, collection, "valid")[:s.max_graphs or None]]
+    files = {f.stem: f for f in list_npz(npz_root, collection, "train")}
+    pairs = []
+    for models, held in fold_models(run_dir, train_entries[collection], collection, s.folds,
+                                    log):
+        fold = CostModel({collection: models}, model.settings, without=model.without,
+                         source=model.source)
+        pairs += [(fold, files[g]) for g in held if g in files][:s.max_graphs or None]
+    return pairs
 
 
 def _save(path: Path, result: dict) -> dict:

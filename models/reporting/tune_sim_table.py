@@ -8,8 +8,9 @@ import numpy as np
 def format_table(result: dict) -> str:
     budgets = result["settings"]["budgets"]
     head = f"{'collection':<24} {'search':<8} " + " ".join(f"{k:>7}" for k in budgets)
-    lines = ["best runtime found / best of the pool, after N measurements (1.000 = the best)",
-             head, "-" * len(head)]
+    graphs = result.get("graphs", "the valid graphs")
+    lines = [f"best runtime found / best of the pool, after N measurements (1.000 = the best); "
+             f"{graphs}", head, "-" * len(head)]
     for collection, c in result["collections"].items():
         for i, st in enumerate(c["mean"]):
             label = f"{collection} ({len(c['graphs'])})" if i == 0 else ""

@@ -55,9 +55,13 @@ def read_run(run_dir: Path) -> dict:
 def load_models(run_dir: Path, collection: str) -> list:
     """The collection's models: each seed's ranker, then each seed's partner if any."""
     record = read_run(run_dir)
-    cls, _ = RANKERS[record["ranker"]]
     check_model_files(run_dir, record, collection)
-    here = Path(run_dir) / collection_slug(collection)
+    return models_in(Path(run_dir) / collection_slug(collection), record["ranker"])
+
+
+def models_in(here: Path, ranker: str) -> list:
+    """The models saved in one directory (seed-<i>, <partner kind>-<i>): rankers, then partners."""
+    cls, _ = RANKERS[ranker]
     return ([cls.load(d) for d in _by_seed(here.glob("seed-*"))]
             + [kind.load(d) for name, kind in PARTNER_KINDS.items()
                for d in _by_seed(here.glob(f"{name}-*"))])
