@@ -390,10 +390,11 @@ def cmd_tune_sim(args) -> int:
     check_file(run_dir / settings.result_name)    # where the result goes, before the simulation
     entries = None
     if settings.folds:      # the fold models' rows: the run's feature settings, its train split
-        fcfg = FeatureConfig(**read_run(run_dir)["features"]["settings"])
-        built = features.build_entries(source.npz_root, args.collections, ("train",), fcfg,
-                                       args.cache_dir)
-        entries = {c: built[c, "train"] for c in args.collections}
+        record = read_run(run_dir)
+        fcfg = FeatureConfig(**record["features"]["settings"])
+        wanted = [c for c in args.collections if c in record["metrics"]]
+        built = features.build_entries(source.npz_root, wanted, ("train",), fcfg, args.cache_dir)
+        entries = {c: built[c, "train"] for c in wanted}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = simulate(run_dir, source.npz_root, args.collections, settings,
