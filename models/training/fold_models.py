@@ -46,7 +46,8 @@ def _saved(where: Path, graphs: list[str]) -> dict | None:
         saved = json.loads((where / HELD).read_text())
     except (OSError, ValueError):
         return None
-    return saved["held_out"] if saved.get("graphs") == graphs else None
+    ok = isinstance(saved, dict) and saved.get("graphs") == graphs
+    return saved.get("held_out") if ok else None      # damaged or other graphs: fit again
 
 
 def _fit(cfg: TrainConfig, entry: Path, collection: str, folds: int, where: Path,
