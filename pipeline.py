@@ -386,7 +386,7 @@ def cmd_tune_sim(args) -> int:
     source = _source(args)
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
     settings = SimSettings(round_size=args.round_size, max_graphs=args.max_graphs,
-                           each_seed=args.each_seed, folds=args.folds)
+                           each_seed=args.each_seed, folds=args.folds, seed=args.seed)
     check_file(run_dir / settings.result_name)    # where the result goes, before the simulation
     entries = None
     if settings.folds:      # the fold models' rows: the run's feature settings, its train split
@@ -416,6 +416,10 @@ def _tune_sim_options(p) -> None:
                    help="measurements between two model updates (default: %(default)s)")
     p.add_argument("--max-graphs", type=_at_least(0), default=0, metavar="N",
                    help="graphs per collection, per fold with --folds (default: 0 = all)")
+    p.add_argument("--seed", type=_at_least(0), default=0, metavar="N",
+                   help="seed of the searches' random picks (one of each round's exploring "
+                        "picks, as the tuner's; the same draws for the frozen and the updated "
+                        "search) (default: %(default)s)")
     p.add_argument("--folds", type=_folds, default=0, metavar="K",
                    help="simulate the train graphs instead of the valid ones, each with the "
                         "run's models fit again without its model family (K folds of whole "

@@ -264,6 +264,32 @@ def test_the_choice_takes_the_best_scored_and_explores_by_the_upper_bound():
     assert choose(scores, spread, np.zeros(6, bool), 3, 1, 1.0).size == 0
 
 
+def test_a_drawn_pick_replaces_an_upper_bound_pick_by_a_random_fresh_one():
+    scores = np.arange(40.0)[::-1]                  # 0 best, 39 worst
+    spread = np.zeros(40)
+    spread[30] = 100.0                              # the upper bound's pick
+    fresh = np.ones(40, bool)
+    fresh[[1, 5, 20]] = False
+    draws = [choose(scores, spread, fresh, 5, 2, 1.0, 1, np.random.default_rng(s))
+             for s in range(30)]
+    for picks in draws:
+        # three by score (skipping the measured 1), one by the bound, one drawn from the rest
+        assert picks[:4].tolist() == [0, 2, 3, 30]
+        assert fresh[picks[4]] and picks[4] not in picks[:4]
+    assert len({int(p[4]) for p in draws}) > 10     # drawn, not a fixed rule
+    again = choose(scores, spread, fresh, 5, 2, 1.0, 1, np.random.default_rng(7))
+    np.testing.assert_array_equal(again, draws[7])  # and deterministic for a seed
+    # no rng or no exploring picks: nothing drawn
+    np.testing.assert_array_equal(choose(scores, spread, fresh, 5, 2, 1.0, 1, None),
+                                  [0, 2, 3, 30, 4])
+    np.testing.assert_array_equal(choose(scores, spread, fresh, 3, 0, 1.0, 1,
+                                         np.random.default_rng(0)), [0, 2, 3])
+    # fewer fresh configs than picks: every fresh one, none twice
+    few = np.zeros(40, bool)
+    few[[7, 8, 9]] = True
+    assert sorted(choose(scores, spread, few, 5, 2, 1.0, 1, np.random.default_rng(0))) == [7, 8, 9]
+
+
 def test_the_sampler_draws_valid_layouts_and_moves_towards_its_best_draws():
     space, rng = LayoutSpace(RANKS), np.random.default_rng(3)
     sampler = LayoutSampler(space, start_set=0.3)

@@ -6,7 +6,8 @@ its best again and again; the dev pools hold them 60-317 times) is one candidate
 mean of its copies, as a search that measured it once knows it and measures something else next.
 Three searches spend the same budget: random picks (the exact expectation over all draws), and
 the model frozen and with updates. The two model searches choose alike, as CostModel.tune does
-(tuner.choose): rounds of `round_size` unmeasured configs, most by score, `explore` by score +
+(tuner.choose): rounds of `round_size` unmeasured configs, most by score, `explore` not: `drawn`
+of those at random (seeded, the same draws for both while their picks agree), the rest by score +
 kappa x spread; the updated one feeds each round's runtimes to CostModel.update before the next,
 so its scores and its spread (the seeds' and the node effects' posterior) move, while the frozen
 one's spread stays the seeds'. Reported: the best runtime found over the pool's best after each
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from features.schema import is_tile
 from models.api.candidates import config_key, graph_arrays, read_candidates
 from models.api.graph_state import with_configs
 from features.npz.find import list_npz
@@ -45,6 +47,8 @@ class SimSettings:
     round_size: int = 5            # measurements between two updates
     explore: int = TuneSettings.explore    # of each round's, chosen by score + kappa x spread
     kappa: float = TuneSettings.kappa
+    drawn: int = TuneSettings.drawn        # of the exploring ones, at random (layout)
+    seed: int = 0                  # of those draws, the same for the frozen and updated search
     max_graphs: int = 0            # per collection, per fold with folds (0 = every graph)
     each_seed: bool = False        # also each seed's models alone: is a gain clear of seeds?
     folds: int = 0                 # >= 2: the train graphs, families held out over this many folds
@@ -79,10 +83,11 @@ def _picks(model: CostModel, g, runtime: np.ndarray, s: SimSettings, learn: bool
     configs = getattr(g, key)
     budget = min(max(s.budgets), runtime.size)
     fresh, picks = np.ones(runtime.size, bool), []
+    rng = None if is_tile(g.collection) else np.random.default_rng(s.seed)   # as tuner's
     ranking = model.rank_graph(g)
     while len(picks) < budget:
         new = choose(ranking.scores, ranking.spread, fresh,
-                     min(s.round_size, budget - len(picks)), s.explore, s.kappa)
+                     min(s.round_size, budget - len(picks)), s.explore, s.kappa, s.drawn, rng)
         picks += new.tolist()
         fresh[new] = False
         if learn and len(picks) < budget:

@@ -33,6 +33,8 @@ class TuneSettings:
     batch: int = 8            # configs measured per round
     explore: int = 2          # of them, picked by score + kappa * spread (the rest by score)
     kappa: float = 2.0
+    drawn: int = 1            # of the exploring ones, drawn at random instead: a family the
+                              # model misjudges is found so, then learnt from (records)
     confirm: int = 3          # measurements at the end besides the default's: the best
                               # confirm - 1 again, then the best of them once more (1: the
                               # best); fewer on a small budget (_reserve)
@@ -121,7 +123,8 @@ def tune(measure: Callable, space: LayoutSpace, model: Any, budget: int, *, seed
     while ledger.left > reserve:
         starts = np.concatenate([_elite(ledger, settings.elite), carry])
         archive = evolve(space, model.score, starts, rng, settings.search, sampler)
-        picks = _choose(archive, ledger, min(settings.batch, ledger.left - reserve), settings)
+        picks = _choose(archive, ledger, min(settings.batch, ledger.left - reserve), settings,
+                        rng)
         if not picks.size:
             break
         configs = np.array(archive.configs)
@@ -142,7 +145,9 @@ def tune_pool(measure: Callable, candidates: np.ndarray, model: Any, budget: int
     while ledger.left > reserve and len(ledger.runs) < len(candidates):
         archive = Archive.empty()
         archive.add(np.asarray(candidates), model.score)
-        picks = _choose(archive, ledger, min(settings.batch, ledger.left - reserve), settings)
+        # no random draws: tile's trained model picks the best kernel within 20 (records)
+        picks = _choose(archive, ledger, min(settings.batch, ledger.left - reserve), settings,
+                        None)
         configs = np.array(archive.configs)
         model.learn(configs[picks], ledger.measure(configs[picks]))
         rounds += 1
@@ -169,24 +174,34 @@ def _unmeasured(archive: Archive, ledger: Ledger, k: int) -> np.ndarray:
     return configs[order]
 
 
-def _choose(archive: Archive, ledger: Ledger, k: int, s: TuneSettings) -> np.ndarray:
-    """Positions in the archive of k unmeasured configs (see `choose`)."""
+def _choose(archive: Archive, ledger: Ledger, k: int, s: TuneSettings,
+            rng: np.random.Generator | None) -> np.ndarray:
+    """Positions in the archive of k unmeasured configs (see `choose`; no random draws
+    without an rng)."""
     configs, scores, spread = archive.arrays()
     if not len(configs) or k <= 0:
         return np.zeros(0, np.int64)
     fresh = np.array([key not in ledger.runs for key in config_keys(configs)])
-    return choose(scores, spread, fresh, k, s.explore, s.kappa)
+    return choose(scores, spread, fresh, k, s.explore, s.kappa, s.drawn, rng)
 
 
 def choose(scores: np.ndarray, spread: np.ndarray, fresh: np.ndarray, k: int, explore: int,
-           kappa: float) -> np.ndarray:
+           kappa: float, drawn: int = 0, rng: np.random.Generator | None = None) -> np.ndarray:
     """Positions of k configs among the `fresh` (unmeasured) ones: the best-scored, and
-    `explore` of them (at most half) by score + kappa * spread, an upper confidence bound."""
+    `explore` of them (at most half) not by score: `drawn` of those at random from the rest
+    (rng; epsilon-greedy, as Ansor and MetaSchedule), the others by score + kappa * spread, an
+    upper confidence bound."""
     n_explore = min(explore, k // 2)
+    n_drawn = min(drawn, n_explore) if rng is not None else 0
     picks: list[int] = []
-    for value, n in ((scores, k - n_explore), (scores + kappa * spread, n_explore)):
+    for value, n in ((scores, k - n_explore), (scores + kappa * spread, n_explore - n_drawn)):
         order = [int(i) for i in np.argsort(-value, kind="stable") if fresh[i]]
         picks += [i for i in order if i not in picks][:n]
+    if n_drawn:
+        rest = fresh.copy()
+        rest[picks] = False
+        picks += rng.choice(np.flatnonzero(rest), min(n_drawn, int(rest.sum())),
+                            replace=False).tolist()
     return np.array(picks, np.int64)
 
 
