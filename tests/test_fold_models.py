@@ -73,15 +73,16 @@ def test_tune_sim_on_the_train_graphs_with_their_families_held_out(trained, trai
     data_dir = common[common.index("--data-dir") + 1]
     assert pipeline.main(["tune-sim", "--data-dir", data_dir, "--cache-dir", str(cache),
                           "--run", str(trained_run), "--max-graphs", "2", "--folds", "2",
-                          "--collections", COLLECTION]) == 0
+                          "--collections", COLLECTION, "--seed", "1"]) == 0
     out = capsys.readouterr().out
     assert "the train graphs, their families held out over 2 folds" in out
-    saved = json.loads((trained_run / "tune_sim_folds-2.json").read_text())
+    # another seed's draws are saved beside seed 0's, not over them
+    saved = json.loads((trained_run / "tune_sim_folds-2_seed-1.json").read_text())
     graphs = [g["graph"] for g in saved["collections"][COLLECTION]["graphs"]]
     held = json.loads((trained_run / "folds-2" / "tile-xla" / "held_out.json").read_text())
     # at most 2 per fold, each a train graph, each fold's first ones
     assert graphs == [g for ids in held["held_out"].values() for g in ids[:2]]
-    assert saved["settings"]["folds"] == 2
+    assert saved["settings"]["folds"] == 2 and saved["settings"]["seed"] == 1
 
 
 def test_tune_sim_refuses_one_fold(trained, trained_run, capsys):

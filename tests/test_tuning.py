@@ -211,13 +211,13 @@ def test_tune_sim_measures_three_searches_on_validation_graphs(trained, trained_
     for collection in ("layout:xla:random", "tile:xla"):     # two calls: results accumulate
         assert pipeline.main(["tune-sim", "--data-dir", data_dir, "--cache-dir", str(cache),
                               "--run", str(trained_run), "--max-graphs", "1",
-                              "--collections", collection, "--seed", "2"]) == 0
+                              "--collections", collection]) == 0
     said = capsys.readouterr()
     assert "best runtime found / best of the pool" in said.out
     # The run was trained on the sample: said as a line, not as a warning's source listing
     assert "warning: " in said.err and "SampleTrainedWarning" not in said.err
     saved = json.loads((trained_run / "tune_sim.json").read_text())
-    assert saved["settings"]["seed"] == 2 and saved["settings"]["drawn"] == 1
+    assert saved["settings"]["seed"] == 0 and saved["settings"]["drawn"] == 1
     for collection in ("tile:xla", "layout:xla:random"):
         result = saved["collections"][collection]
         for search in ("random", "frozen", "updated"):

@@ -55,8 +55,10 @@ class SimSettings:
 
     @property
     def result_name(self) -> str:
-        """Where in the run the result is saved: the valid split's and the folds' apart."""
-        return "tune_sim.json" if self.folds < 2 else f"tune_sim_folds-{self.folds}.json"
+        """Where in the run the result is saved: the valid split's and the folds', and each
+        seed's draws, apart (several seeds' results side by side: the draws' spread)."""
+        folds = f"_folds-{self.folds}" if self.folds >= 2 else ""
+        return f"tune_sim{folds}{f'_seed-{self.seed}' if self.seed else ''}.json"
 
 
 def random_best(runtime: np.ndarray, k: int) -> float:
