@@ -532,13 +532,15 @@ COMMANDS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every command's options, or only `command`'s (what main parses: the others' option
+    groups import LightGBM and XGBoost, seconds a build or --help need not wait)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (func, option_groups) in COMMANDS.items():
         p = sub.add_parser(name, help=func.__doc__.splitlines()[0])
         p.set_defaults(func=func)
-        for add_options in option_groups:
+        for add_options in option_groups if command in (None, name) else ():
             add_options(p)
     return parser
 
@@ -549,7 +551,8 @@ WRITES_CACHE = ("build-features", "train", "submit", "bench")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(argv[0] if argv else "").parse_args(argv)
     # Ctrl-C and SIGTERM: one line and exit 130 for every command (models/cli/interrupts.py)
     return interrupts.run(args.command, lambda: _run(args), resumes=_what_a_rerun_resumes(args))
 
@@ -564,7 +567,7 @@ def _what_a_rerun_resumes(args) -> str | None:
 
 
 def _run(args) -> int:
-    from models.serving.predict import StaleRunError
+    from models.serving.stale import StaleRunError
     try:
         if args.command in WRITES_CACHE:
             check_dir(args.cache_dir)

@@ -222,21 +222,22 @@ def test_the_train_table_has_a_legend_for_its_columns_and_their_dashes(trained_r
     assert "(0.000: one model, --seeds 1)" in legend and "over --folds 5" in legend
 
 
-NO_DASK = textwrap.dedent("""
+NOT_LOADED = textwrap.dedent("""
     import sys
     import pipeline
     code = pipeline.main(sys.argv[1:])
-    loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("dask", "distributed"))
-    print(code, loaded)
+    loaded = lambda *names: sorted(m for m in sys.modules if m.split(".")[0] in names)
+    print(code, loaded("dask", "distributed"), loaded("lightgbm", "xgboost"))
 """)
 
 
-def test_without_scheduler_dask_is_never_imported(tiny_root, tmp_path):
-    """The dask extra is optional: a build without --scheduler must not even import it."""
-    out = subprocess.run([sys.executable, "-c", NO_DASK, "build-features", "--data-dir",
+def test_a_build_imports_neither_dask_without_a_scheduler_nor_the_rankers(tiny_root, tmp_path):
+    """The dask extra is optional: a build without --scheduler must not even import it; nor
+    LightGBM and XGBoost, seconds of start-up a build has no use for."""
+    out = subprocess.run([sys.executable, "-c", NOT_LOADED, "build-features", "--data-dir",
                           str(tiny_root), "--cache-dir", str(tmp_path), "--collections",
                           "tile:xla", "--splits", "valid", "--workers", "1"],
                          capture_output=True, text=True, timeout=300,
                          cwd=Path(pipeline.__file__).parent)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "0 []"
+    assert out.stdout.strip().splitlines()[-1] == "0 [] []"

@@ -120,7 +120,7 @@ def test_training_on_the_cluster_scores_like_a_single_process_run(ranker, client
     client.wait_for_workers(2, timeout=60)   # the kill test's worker may still be restarting
     collections = ["layout:nlp:random", "layout:xla:random"]
     common = ["--data-dir", str(tiny_root), "--cache-dir", str(tmp_path), "--workers", "1",
-              "--collections", *collections, "--ranker", ranker, *QUICK]
+              "--collections", *collections, "--ranker", ranker, "--seeds", "1", *QUICK]
     assert pipeline.main(["train", *common]) == 0
     assert pipeline.main(["train", *common, "--scheduler", client.scheduler.address]) == 0
     local, cluster = _run(tmp_path, cluster=False), _run(tmp_path, cluster=True)
@@ -130,9 +130,9 @@ def test_training_on_the_cluster_scores_like_a_single_process_run(ranker, client
         assert cluster["metrics"][c]["rounds"] == local["metrics"][c]["rounds"]
     # The cluster's model ranks the valid configs like the local one (a few-round fit differs in
     # its details: seen 0.64-0.96 Kendall between the two models' scores, ~0 for unrelated
-    # models) and scores no worse. The mean of 2 tiny validation graphs moves by up to ~0.06
-    # between two such fits, so only a clear loss counts.
-    assert cluster["final"] > local["final"] - 0.02
+    # models) and scores no worse. One seed's mean of 2 tiny validation graphs moves by up to
+    # ~0.06 between two such fits (seen -0.013 and +0.049 here), so only a clear loss counts.
+    assert cluster["final"] > local["final"] - 0.05
     for c in collections:
         valid = load_entry(next((tmp_path / "features").glob(
             f"{c.replace(':', '-')}-valid-*")))

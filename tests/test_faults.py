@@ -119,7 +119,7 @@ def test_two_trains_of_one_run_at_once_both_finish(tiny_root, tmp_path):
     common = ["--data-dir", str(tiny_root), "--cache-dir", str(cache), "--workers", "1",
               "--collections", "tile:xla"]
     assert pipeline.main(["build-features", *common, "--splits", "train", "valid"]) == 0
-    for proc in _at_once(["train", *common, *QUICK], tmp_path / "holding"):
+    for proc in _at_once(["train", *common, "--seeds", "1", *QUICK], tmp_path / "holding"):
         assert proc.returncode == 0, proc.stderr
         assert "Traceback" not in proc.stderr
     from models.training.run_files import load_models
@@ -193,7 +193,7 @@ def test_a_full_disk_while_saving_a_run_leaves_no_run(tiny_root, tmp_path, monke
               "--collections", "tile:xla"]
     monkeypatch.setattr(diagnostics, "save",
                         lambda out_dir, *a: _fill_then_fail(out_dir / "diagnostics.json"))
-    code, _, err = _cli(capsys, "train", *common, *QUICK)
+    code, _, err = _cli(capsys, "train", *common, "--seeds", "1", *QUICK)
     assert code == 2 and "Traceback" not in err
     assert f"error: cannot write the trained run in {cache / 'runs'}: No space left" in err
     assert list((cache / "runs").iterdir()) == []

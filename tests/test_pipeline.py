@@ -364,11 +364,13 @@ def _npz_opens(monkeypatch, root: Path) -> list[str]:
     return opened
 
 
-def test_after_the_build_train_and_submit_open_no_raw_file(tiny_root, tmp_path, monkeypatch):
+def test_after_the_build_train_and_submit_open_no_raw_file(trained, tiny_root, tmp_path,
+                                                           monkeypatch):
     """Node rows and config counts come from the cache entry: the download is read once."""
+    # the shared session's build (features/ and packed/) without its runs: a cache just built
+    shutil.copytree(trained[0], tmp_path / "cache", ignore=shutil.ignore_patterns("runs"))
     common = ["--data-dir", str(tiny_root), "--cache-dir", str(tmp_path / "cache"),
               "--workers", "1"]
-    assert pipeline.main(["build-features", *common]) == 0
     opened = _npz_opens(monkeypatch, tiny_root)
     assert pipeline.main(["train", "--seeds", "1", *common, *QUICK]) == 0
     assert pipeline.main(["submit", *common, "--out", str(tmp_path / "s.csv")]) == 0

@@ -2,6 +2,7 @@
 measures, a run killed midway and resumed, bad commands, an HLO program."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -9,11 +10,14 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
 
+import pipeline
 from features.hlo import read_hlo
 from features.npz.find import list_npz
 from models.tuning.session import LOG, MeasureCommandError, MeasurementLog, run_command
@@ -63,14 +67,21 @@ def program(tiny_npz) -> Path:
 
 
 def _tune(run, program, command, out, budget=30, env=None, popen=False):
-    args = [sys.executable, str(ROOT / "pipeline.py"), "tune", str(program), "--measure",
-            command, "--budget", str(budget), "--out", str(out), "--run", str(run),
-            "--cache-dir", str(out.parent / "cache"), "--model-seeds", "1"]
-    env = {**os.environ, **(env or {})}
+    args = ["tune", str(program), "--measure", command, "--budget", str(budget), "--out",
+            str(out), "--run", str(run), "--cache-dir", str(out.parent / "cache"),
+            "--model-seeds", "1"]
     if popen:   # its own session: the kill takes the measure command with it
-        return subprocess.Popen(args, env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
-    return subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        return subprocess.Popen([sys.executable, str(ROOT / "pipeline.py"), *args],
+                                env={**os.environ, **(env or {})}, cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+    # The rest in this process (no start-up of seconds): what the command prints and returns;
+    # the measure command inherits the environment given.
+    printed, said = io.StringIO(), io.StringIO()
+    with mock.patch.dict(os.environ, env or {}), redirect_stdout(printed), \
+            redirect_stderr(said):
+        code = pipeline.main(args)
+    return subprocess.CompletedProcess(args, code, printed.getvalue(), said.getvalue())
 
 
 def _calls(path: Path) -> list[str]:

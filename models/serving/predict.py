@@ -12,13 +12,10 @@ from features import DataSource, FeatureConfig, FeatureSet, feature_signature
 from features.schema import collection_slug
 
 from models.training.run_files import ensemble_scores, load_models, read_run
+from models.serving.stale import StaleRunError
 from models.serving.submission import SubmissionError, check_rows, to_rows
 
 MAX_LISTED_RUNS = 3
-
-
-class StaleRunError(RuntimeError):
-    """No run can score these features (other feature code/settings, other data, no model)."""
 
 
 @dataclass(frozen=True)

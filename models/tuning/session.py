@@ -198,17 +198,18 @@ class TuneJob:
     settings: TuneSettings = field(default_factory=TuneSettings)
 
 
-def progress_printer(stream=sys.stderr) -> Callable[[Replaying], None]:
+def progress_printer(stream=None) -> Callable[[Replaying], None]:
     """One line per batch: measurements, how many replayed, the best so far against the
-    default (its first measurement)."""
+    default (its first measurement); to `stream`, else to sys.stderr as it is then."""
     def show(r: Replaying) -> None:
+        out = stream or sys.stderr
         best = min(r.done)
         rel = f" = {best / r.done[0]:.3f}x the default's first measurement"
         replay = f" ({r.replayed} replayed from the state)" if r.replayed else ""
-        end = "\r" if stream.isatty() and len(r.done) < r.budget else "\n"
-        stream.write(f"tune: {len(r.done)}/{r.budget} measured{replay}, best so far "
-                     f"{best:.6g}{rel}{end}")
-        stream.flush()
+        end = "\r" if out.isatty() and len(r.done) < r.budget else "\n"
+        out.write(f"tune: {len(r.done)}/{r.budget} measured{replay}, best so far "
+                  f"{best:.6g}{rel}{end}")
+        out.flush()
     return show
 
 
