@@ -381,8 +381,8 @@ def _rank_options(p) -> None:
 def cmd_tune_sim(args) -> int:
     """Simulate autotuning on validation graphs: random search vs the model, frozen and updated."""
     from models.training.run_files import latest_run, read_run
-    from models.evaluation.tune_sim import SimSettings, simulate
-    from models.reporting.tune_sim_table import format_table
+    from models.evaluation.tune_sim import SimSettings, saved_draws, simulate
+    from models.reporting.tune_sim_table import format_draws, format_table
     source = _source(args)
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
     settings = SimSettings(round_size=args.round_size, max_graphs=args.max_graphs,
@@ -402,6 +402,9 @@ def cmd_tune_sim(args) -> int:
     _warning_lines(caught)
     print(format_table(result))
     print(f"saved to {run_dir / settings.result_name}")
+    draws = format_draws(saved_draws(run_dir, settings, source.description))
+    if draws:
+        print(draws)
     return 0
 
 

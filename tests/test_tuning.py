@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from models.metrics import kendall_tau_b
 from models.api.node_effects import EffectsParams
 from models.api.refine import refine
 from models.reporting.figures import tuning_curves
+from models.reporting.tune_sim_table import format_draws
 from models.evaluation.hardware import Hardware, quirk_sum
 from models.evaluation.hardware import main as hardware_main
 from models.evaluation.live_search import genetic_best
@@ -233,6 +235,56 @@ def test_tune_sim_measures_three_searches_on_validation_graphs(trained, trained_
     assert len(figure.axes) == 2
     assert [line.get_label() for line in figure.axes[0].get_lines()] == ["random", "frozen",
                                                                          "updated"]
+
+
+def test_several_draws_are_summarised_beside_each_other(trained, trained_run, tmp_path, capsys):
+    """A second --seed's result is saved apart, and the command then prints the gain averaged
+    over the draws saved with the same settings, and its spread between them."""
+    cache, common = trained
+    run = tmp_path / "run"      # a copy: the shared run's tune_sim.json is other tests' own
+    shutil.copytree(trained_run, run, ignore=shutil.ignore_patterns("tune_sim*", "report"))
+    args = ["tune-sim", "--data-dir", common[common.index("--data-dir") + 1], "--cache-dir",
+            str(cache), "--run", str(run), "--max-graphs", "2", "--collections",
+            "layout:xla:random"]
+    assert pipeline.main([*args, "--round-size", "3", "--seed", "2"]) == 0  # other settings
+    for seed in ("1", "0"):
+        assert pipeline.main([*args, "--seed", seed]) == 0
+        printed = capsys.readouterr().out
+    assert "the updates' gain over the draws of seeds 0, 1 (tune-sim --seed N)" in printed
+    gains = [np.subtract(r["collections"]["layout:xla:random"]["mean"]["frozen"],
+                         r["collections"]["layout:xla:random"]["mean"]["updated"])
+             for r in (json.loads((run / name).read_text())
+                       for name in ("tune_sim.json", "tune_sim_seed-1.json"))]
+    gain_line = next(line for line in printed.splitlines()
+                     if line.startswith("layout:xla:random (2)") and " gain " in line)
+    sd_line = printed.splitlines()[printed.splitlines().index(gain_line) + 1]
+    assert [float(v) for v in gain_line.split()[3:8]] == pytest.approx(
+        np.mean(gains, axis=0), abs=6e-5)
+    assert [float(v) for v in sd_line.split()[1:6]] == pytest.approx(
+        np.abs(gains[0] - gains[1]) / np.sqrt(2), abs=6e-5)
+
+
+def test_the_draws_summary_averages_the_gains_of_draws_on_the_same_graphs(rng):
+    def result(seed, frozen, updated, graphs=("a", "b")):
+        c = {"graphs": [{"graph": g} for g in graphs],
+             "mean": {"random": [1.5, 1.2], "frozen": frozen, "updated": updated}}
+        return {"settings": {"budgets": [5, 20], "seed": seed},
+                "collections": {"layout:xla:default": c, "layout:nlp:default": c}}
+    frozen, updated = rng.uniform(1.0, 1.1, (3, 2)), rng.uniform(1.0, 1.1, (3, 2))
+    draws = [result(i, f.tolist(), u.tolist()) for i, (f, u) in enumerate(zip(frozen, updated))]
+    del draws[2]["collections"]["layout:nlp:default"]       # not searched by every draw
+    text = format_draws(draws)
+    lines = text.splitlines()
+    assert lines[0].startswith("the updates' gain over the draws of seeds 0, 1, 2")
+    [gain] = [i for i, line in enumerate(lines) if line.startswith("layout:xla:default (2)")]
+    assert [float(v) for v in lines[gain].split()[3:5]] == pytest.approx(
+        (frozen - updated).mean(axis=0), abs=6e-5)
+    assert [float(v) for v in lines[gain + 1].split()[1:3]] == pytest.approx(
+        (frozen - updated).std(axis=0, ddof=1), abs=6e-5)
+    assert "layout:nlp:default" not in text
+    other = result(3, [1.0, 1.0], [1.0, 1.0], graphs=("a", "c"))    # other graphs: not a draw
+    assert "layout:xla:default" not in format_draws([draws[0], other])
+    assert format_draws(draws[:1]) == ""
 
 
 # first calls of 10 configs: the graphs' references are drawn, as they should be, and said

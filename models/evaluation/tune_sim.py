@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from math import lgamma
 from pathlib import Path
 
@@ -183,6 +183,25 @@ def _searched(model: CostModel, run_dir: Path, npz_root: Path, collection: str,
                          source=model.source)
         pairs += [(fold, files[g]) for g in held if g in files][:s.max_graphs or None]
     return pairs
+
+
+def saved_draws(run_dir: Path, s: SimSettings, data: str) -> list[dict]:
+    """The results in the run of this simulation with every seed of its draws saved (the same
+    settings and data but the seed), by seed: how much the draws move it."""
+    first = Path(run_dir) / replace(s, seed=0).result_name
+    paths = [first] + sorted(first.parent.glob(f"{first.stem}_seed-*.json"))
+    wanted = {k: v for k, v in json.loads(json.dumps(asdict(s))).items() if k != "seed"}
+    found = []
+    for path in paths:
+        try:
+            result = json.loads(path.read_text())
+            settings = dict(result["settings"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue        # absent, or not a result: no draw to show
+        if settings.pop("seed", None) is not None and settings == wanted and \
+                result.get("data") == data:
+            found.append(result)
+    return sorted(found, key=lambda r: r["settings"]["seed"])
 
 
 def _save(path: Path, result: dict) -> dict:
