@@ -36,7 +36,7 @@ from models.api import CostModel
 from models.training.fold_models import fold_models
 from models.training.run_files import is_partner
 from models.tuning.space import config_keys
-from models.tuning.tuner import TuneSettings, choose
+from models.tuning.tuner import TuneSettings, choose, exploring_rng
 
 STRATEGIES = ("random", "frozen", "updated")
 
@@ -85,7 +85,7 @@ def _picks(model: CostModel, g, runtime: np.ndarray, s: SimSettings, learn: bool
     configs = getattr(g, key)
     budget = min(max(s.budgets), runtime.size)
     fresh, picks = np.ones(runtime.size, bool), []
-    rng = None if is_tile(g.collection) else np.random.default_rng(s.seed)   # as tuner's
+    rng = exploring_rng(is_tile(g.collection), s.seed)
     ranking = model.rank_graph(g)
     while len(picks) < budget:
         new = choose(ranking.scores, ranking.spread, fresh,

@@ -145,14 +145,19 @@ def tune_pool(measure: Callable, candidates: np.ndarray, model: Any, budget: int
     while ledger.left > reserve and len(ledger.runs) < len(candidates):
         archive = Archive.empty()
         archive.add(np.asarray(candidates), model.score)
-        # no random draws: tile's trained model picks the best kernel within 20 (records)
         picks = _choose(archive, ledger, min(settings.batch, ledger.left - reserve), settings,
-                        None)
+                        exploring_rng(True, seed))
         configs = np.array(archive.configs)
         model.learn(configs[picks], ledger.measure(configs[picks]))
         rounds += 1
     first = config_keys(np.asarray(candidates)[:1])[0]
     return _confirmed(ledger, first if first in ledger.runs else None, settings, rounds)
+
+
+def exploring_rng(tile: bool, seed: int) -> np.random.Generator | None:
+    """What draws a search's random exploring picks (TuneSettings.drawn): nothing for tile
+    kernels, whose trained model picks the best within 20 measurements (records)."""
+    return None if tile else np.random.default_rng(seed)
 
 
 def _reserve(budget: int, s: TuneSettings) -> int:
