@@ -1,6 +1,7 @@
 """Loader: discovery, real dtypes/shapes, and a clear error for every broken-file rule."""
 from __future__ import annotations
 
+import os
 import shutil
 import zipfile
 
@@ -56,6 +57,19 @@ def test_files_on_disk_have_the_real_dtypes(tiny_npz):
 @pytest.mark.parametrize("suffix", ["", "npz_all", "npz_all/npz"])
 def test_root_is_accepted_at_three_levels(tiny_root, tiny_npz, suffix):
     assert resolve_npz_root(tiny_root / suffix) == tiny_npz
+
+
+def test_a_relative_data_dir_names_the_same_data_from_anywhere(tiny_root, tiny_npz, tmp_path,
+                                                               monkeypatch):
+    """What a command prints and records of its data (the description tune-sim compares
+    draws by, the run's data dir) does not depend on the directory it was started in."""
+    from features.npz.source import resolve_data
+    monkeypatch.chdir(tiny_root.parent)
+    here = resolve_data(tiny_root.name)
+    monkeypatch.chdir(tmp_path)
+    there = resolve_data(os.path.relpath(tiny_root, tmp_path))
+    assert here.npz_root == there.npz_root == tiny_npz and here.npz_root.is_absolute()
+    assert here.description == there.description == f"TpuGraphs data at {tiny_npz}"
 
 
 def test_missing_root_resolves_to_none(tmp_path):

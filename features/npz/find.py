@@ -19,8 +19,10 @@ def collection_dir(collection: str) -> Path:
 
 
 def resolve_npz_root(data_dir: str | os.PathLike) -> Path | None:
-    """Accept the download root, `.../npz_all` or `.../npz_all/npz`; None if none exists."""
-    base = Path(data_dir).expanduser()
+    """Accept the download root, `.../npz_all` or `.../npz_all/npz`; None if none exists.
+    Absolute (symlinks kept): a relative --data-dir names the same data from any directory, in
+    what the commands print and record."""
+    base = Path(os.path.abspath(Path(data_dir).expanduser()))
     for candidate in (base / "npz_all" / "npz", base / "npz", base):
         if (candidate / "tile").is_dir() or (candidate / "layout").is_dir():
             return candidate
