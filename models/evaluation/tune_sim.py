@@ -189,19 +189,25 @@ def saved_draws(run_dir: Path, s: SimSettings, data: str) -> list[dict]:
     """The results in the run of this simulation with every seed of its draws saved (the same
     settings and data but the seed), by seed: how much the draws move it."""
     first = Path(run_dir) / replace(s, seed=0).result_name
-    paths = [first] + sorted(first.parent.glob(f"{first.stem}_seed-*.json"))
-    wanted = {k: v for k, v in json.loads(json.dumps(asdict(s))).items() if k != "seed"}
+    this = {"settings": asdict(s), "data": data}
     found = []
-    for path in paths:
+    for path in [first] + sorted(first.parent.glob(f"{first.stem}_seed-*.json")):
         try:
             result = json.loads(path.read_text())
-            settings = dict(result["settings"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue        # absent, or not a result: no draw to show
-        if settings.pop("seed", None) is not None and settings == wanted and \
-                result.get("data") == data:
+        except (OSError, ValueError):
+            continue        # absent, or not JSON: no draw to show
+        if _same_simulation(result, this, but="seed"):
             found.append(result)
     return sorted(found, key=lambda r: r["settings"]["seed"])
+
+
+def _same_simulation(a: dict, b: dict, but: str = "") -> bool:
+    """Whether two results (or a result and this one's settings and data) are of one
+    simulation: the same data and settings, `but` aside (as saved: tuples are lists)."""
+    if not isinstance(a.get("settings"), dict) or a.get("data") != b.get("data"):
+        return False
+    plain = lambda r: {k: v for k, v in json.loads(json.dumps(r["settings"])).items() if k != but}
+    return plain(a) == plain(b)
 
 
 def _save(path: Path, result: dict) -> dict:
@@ -209,9 +215,7 @@ def _save(path: Path, result: dict) -> dict:
     measured and this one did not (a run can be simulated a few collections at a time)."""
     if path.is_file():
         earlier = json.loads(path.read_text())
-        same = (earlier.get("settings") == json.loads(json.dumps(result["settings"]))
-                and earlier.get("data") == result["data"])
-        if same:
+        if _same_simulation(earlier, result):
             result["collections"] = {**earlier["collections"], **result["collections"]}
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(result, indent=1))

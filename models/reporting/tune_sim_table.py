@@ -39,9 +39,7 @@ def format_draws(results: list[dict]) -> str:
     averaged over the draws, and its spread between them. Empty with fewer than two."""
     if len(results) < 2:
         return ""
-    seeds = ", ".join(str(r["settings"]["seed"]) for r in results)
-    lines = [f"the updates' gain over the draws of seeds {seeds} (tune-sim --seed N): "
-             f"frozen - updated, the run", *_head(results[0]["settings"]["budgets"])]
+    body = []
     for collection in results[0]["collections"]:
         held = [r["collections"].get(collection) for r in results]
         if any(c is None or _graph_names(c) != _graph_names(held[0]) for c in held):
@@ -49,13 +47,18 @@ def format_draws(results: list[dict]) -> str:
         gains = np.array([np.subtract(c["mean"]["frozen"], c["mean"]["updated"])
                           for c in held])
         label = f"{collection} ({len(held[0]['graphs'])})"
-        lines += [f"{label:<24} {'gain':<8} "
-                  + " ".join(f"{v:>7.4f}" for v in gains.mean(axis=0))
-                  + f"  (mean of {len(held)} draws)",
-                  f"{'':<24} {'sd':<8} " + " ".join(f"{v:>7.4f}" for v in
-                                                   gains.std(axis=0, ddof=1))
-                  + "  (between the draws)"]
-    return "\n".join(lines) if len(lines) > 3 else ""
+        body += [f"{label:<24} {'gain':<8} "
+                 + " ".join(f"{v:>7.4f}" for v in gains.mean(axis=0))
+                 + f"  (mean of {len(held)} draws)",
+                 f"{'':<24} {'sd':<8} " + " ".join(f"{v:>7.4f}" for v in
+                                                  gains.std(axis=0, ddof=1))
+                 + "  (between the draws)"]
+    if not body:
+        return ""
+    seeds = ", ".join(str(r["settings"]["seed"]) for r in results)
+    return "\n".join([f"the updates' gain over the draws of seeds {seeds} (tune-sim --seed N): "
+                      f"frozen - updated, the run", *_head(results[0]["settings"]["budgets"]),
+                      *body])
 
 
 def _head(budgets) -> list[str]:
