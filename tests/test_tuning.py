@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from models.api.refine import refine
 from models.reporting.figures import tuning_curves
 from models.reporting.tune_sim_table import format_draws
 from models.evaluation.hardware import Hardware, quirk_sum
+from models.tuning.space import LayoutSpace
 from models.evaluation.hardware import main as hardware_main
 from models.evaluation.live_search import genetic_best
 from models.evaluation.live_search import main as live_search_main
@@ -390,6 +392,32 @@ def test_the_stand_ins_quirks_are_a_fixed_normal_effect_per_set_node_group_and_l
     both = np.maximum(one[:1], one[5:6])                   # node 0's output, node 1's kernel
     assert quirk_sum(both, sd, key)[0] == pytest.approx(effects[0] + effects[5])
     np.testing.assert_array_equal(quirk_sum(one, sd, key), effects)
+
+
+def test_the_stand_in_measures_configs_beyond_its_files_without_warning(trained_run, tiny_npz,
+                                                                          tmp_path):
+    """Its tables follow its file's configs by design, and a search sets sections they never
+    set: the coverage warning a user's own reference deserves is noise in every live-search
+    log. Here the file's configs never set node 0's output layout; the search's do."""
+    source = list_npz(tiny_npz, "layout:xla:default", "valid")[0]
+    with np.load(source) as z:
+        arrays = dict(z)
+    arrays["node_config_feat"][:, 0, :6] = -1
+    path = tmp_path / "layout" / "xla" / "default" / "valid" / source.name
+    path.parent.mkdir(parents=True)
+    np.savez(path, **arrays)
+    model = CostModel.load(trained_run)
+    hw = Hardware(model, path)
+    space = LayoutSpace.of_graph(*(hw.graph[k] for k in ("node_feat", "node_opcode",
+                                                          "edge_index", "node_config_ids")))
+    searched = space.random(np.random.default_rng(0), 30)
+    assert (searched[:, 0, :6] >= 0).any()
+    with pytest.warns(ReferenceCoverageWarning):      # the same configs through the model itself
+        model.rank(**hw.graph, node_config_feat=searched, reference=hw.parts[0].reference,
+                   collection=hw.parts[0].collection)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ReferenceCoverageWarning)
+        assert np.isfinite(hw.runtime(searched)).all()
 
 
 def test_a_quirked_stand_in_adds_its_quirks_to_the_same_stand_ins_runtime(trained_run, tiny_npz,
