@@ -409,14 +409,17 @@ def cmd_tune_sim(args) -> int:
 
 
 def _tune_sim_options(p) -> None:
+    from models.evaluation.tune_sim import SimSettings
+
     p.add_argument("--run", type=Path, metavar="DIR",
                    help="run directory (default: the newest under --cache-dir)")
     p.add_argument("--collections", nargs="+", choices=COLLECTIONS, default=list(COLLECTIONS),
                    metavar="COLLECTION",
                    help=f"collections to simulate, one or more of {', '.join(COLLECTIONS)} "
                         f"(default: all 5)")
-    p.add_argument("--round-size", type=_at_least(1), default=5, metavar="N",
-                   help="measurements between two model updates (default: %(default)s)")
+    p.add_argument("--round-size", type=_at_least(1), default=SimSettings.round_size,
+                   metavar="N", help="measurements between two model updates, as `tune`'s "
+                                     "(default: %(default)s)")
     p.add_argument("--max-graphs", type=_at_least(0), default=0, metavar="N",
                    help="graphs per collection, per fold with --folds (default: 0 = all)")
     p.add_argument("--seed", type=_at_least(0), default=0, metavar="N",

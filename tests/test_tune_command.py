@@ -21,6 +21,7 @@ import pipeline
 from features.hlo import read_hlo
 from features.npz.find import list_npz
 from models.tuning.session import LOG, MeasureCommandError, MeasurementLog, run_command
+from models.tuning.tuner import TuneSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 HLO = ROOT / "tests" / "data" / "hlo" / "jax_conv_dot.hlo"
@@ -110,7 +111,7 @@ def test_a_killed_run_resumes_without_measuring_anything_twice(trained_run, prog
     os.killpg(proc.pid, signal.SIGKILL)     # mid-batch: the fourth batch never answered
     proc.wait()
     before = _calls(calls)
-    assert len(before) == 1 + 8 + 8          # the default, then two batches of 8
+    assert len(before) == 1 + 2 * TuneSettings.batch      # the default, then two batches
     assert not (out / "best.json").exists()
 
     resumed = _tune(trained_run, program, _command(measure_script), out,
@@ -141,7 +142,8 @@ def test_the_outputs_say_what_was_found_and_how(trained_run, program, measure_sc
     assert best.shape == (nc, 18) and best.dtype == np.int8
     record = json.loads((out / "best.json").read_text())
     assert record["made_by"]["seed"] == 0 and record["made_by"]["run"] == str(trained_run)
-    assert record["made_by"]["settings"]["batch"] == 8 and record["measurements"] == 20
+    assert record["made_by"]["settings"]["batch"] == TuneSettings.batch
+    assert record["measurements"] == 20
     assert np.array_equal(np.array(record["best"], np.int8), best)
     assert record["best_runtime"] <= record["default_runtime"]
     assert (out / "progress.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

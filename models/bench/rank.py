@@ -56,7 +56,7 @@ LAYOUT, TILE = "layout:xla:random", "tile:xla"
 # rankers, the slowest scoring a round has
 TUNE = "layout:xla:default"
 GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
-TUNER_HISTORY = 48    # measurements a timed tuner round's update adds to (six rounds of 8)
+TUNER_HISTORY = 48    # measurements a timed tuner round's update adds to (mid-search at 100)
 
 
 def _train(arrays: list[dict], collection: str, tmp: Path) -> list:

@@ -44,7 +44,7 @@ STRATEGIES = ("random", "frozen", "updated")
 @dataclass(frozen=True)
 class SimSettings:
     budgets: tuple[int, ...] = (5, 10, 20, 50, 100)
-    round_size: int = 5            # measurements between two updates
+    round_size: int = TuneSettings.batch   # measurements between two updates
     explore: int = TuneSettings.explore    # of each round's, chosen by score + kappa x spread
     kappa: float = TuneSettings.kappa
     drawn: int = TuneSettings.drawn        # of the exploring ones, at random (layout)

@@ -30,7 +30,8 @@ MIN_NOISE = 0.005    # sd of log runtime assumed at least, whatever the repeats 
 
 @dataclass(frozen=True)
 class TuneSettings:
-    batch: int = 8            # configs measured per round
+    batch: int = 5            # configs measured per round: an update every 5 measurements
+                              # finds more than every 8 (records, fifteenth session)
     explore: int = 2          # of them, picked by score + kappa * spread (the rest by score)
     kappa: float = 2.0
     drawn: int = 1            # of the exploring ones, drawn at random instead: a family the
