@@ -409,7 +409,7 @@ def cmd_tune_sim(args) -> int:
 
 
 def _tune_sim_options(p) -> None:
-    from models.evaluation.tune_sim import SimSettings
+    from models.tuning.tuner import TuneSettings      # not tune_sim: it loads the rankers
 
     p.add_argument("--run", type=Path, metavar="DIR",
                    help="run directory (default: the newest under --cache-dir)")
@@ -417,7 +417,7 @@ def _tune_sim_options(p) -> None:
                    metavar="COLLECTION",
                    help=f"collections to simulate, one or more of {', '.join(COLLECTIONS)} "
                         f"(default: all 5)")
-    p.add_argument("--round-size", type=_at_least(1), default=SimSettings.round_size,
+    p.add_argument("--round-size", type=_at_least(1), default=TuneSettings.batch,
                    metavar="N", help="measurements between two model updates, as `tune`'s "
                                      "(default: %(default)s)")
     p.add_argument("--max-graphs", type=_at_least(0), default=0, metavar="N",
