@@ -130,8 +130,8 @@ def test_training_on_the_cluster_scores_like_a_single_process_run(ranker, client
         assert cluster["metrics"][c]["rounds"] == local["metrics"][c]["rounds"]
     # The cluster's model ranks the valid configs like the local one (a few-round fit differs in
     # its details: seen 0.64-0.96 Kendall between the two models' scores, ~0 for unrelated
-    # models) and scores no worse. The mean of 2 tiny validation graphs moves by up to ~0.06
-    # between two such fits (one seed's: seen -0.013 and +0.049), so only a clear loss counts.
+    # models) and scores no worse. The mean of 2 tiny validation graphs moves between two such
+    # fits (one seed's, cluster - local: seen -0.013 and +0.049), so only a clear loss counts.
     assert cluster["final"] > local["final"] - 0.02
     for c in collections:
         valid = load_entry(next((tmp_path / "features").glob(

@@ -19,15 +19,14 @@ from models.api.refine import refine
 from models.reporting.figures import tuning_curves
 from models.reporting.tune_sim_table import format_draws
 from models.evaluation.hardware import Hardware, quirk_sum
-from models.tuning.space import LayoutSpace
 from models.evaluation.hardware import main as hardware_main
 from models.evaluation.live_search import genetic_best
 from models.evaluation.live_search import main as live_search_main
 from models.evaluation.tune_sim import (SimSettings, _picks, distinct_pool, random_best,
                                         simulate)
+from features.schema import GRAPH_KEYS
 from models.api.candidates import read_candidates
-
-GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
+from models.tuning.space import LayoutSpace
 
 
 @pytest.fixture(scope="module")
@@ -408,8 +407,7 @@ def test_the_stand_in_measures_configs_beyond_its_files_without_warning(trained_
     np.savez(path, **arrays)
     model = CostModel.load(trained_run)
     hw = Hardware(model, path)
-    space = LayoutSpace.of_graph(*(hw.graph[k] for k in ("node_feat", "node_opcode",
-                                                          "edge_index", "node_config_ids")))
+    space = LayoutSpace.of_graph(*(hw.graph[k] for k in GRAPH_KEYS[:4]))
     searched = space.random(np.random.default_rng(0), 30)
     assert (searched[:, 0, :6] >= 0).any()
     with pytest.warns(ReferenceCoverageWarning):      # the same configs through the model itself
