@@ -17,16 +17,16 @@ from models.metrics import kendall_tau_b
 from models.api.node_effects import EffectsParams
 from models.api.refine import refine
 from models.reporting.figures import tuning_curves
-from models.reporting.tune_sim_table import format_draws
+from models.reporting.tune_sim_table import format_draws, format_table
 from models.evaluation.hardware import Hardware, quirk_sum
 from models.evaluation.hardware import main as hardware_main
 from models.evaluation.live_search import genetic_best
 from models.evaluation.live_search import main as live_search_main
-from models.evaluation.tune_sim import (SimSettings, _picks, distinct_pool, random_best,
-                                        simulate)
+from models.evaluation.tune_sim import (NEAR_STEPS, SimSettings, _picks, distinct_pool,
+                                        near_best, random_best, simulate)
 from features.schema import GRAPH_KEYS
 from models.api.candidates import read_candidates
-from models.tuning.space import LayoutSpace
+from models.tuning.space import LayoutSpace, group_codes
 
 
 @pytest.fixture(scope="module")
@@ -182,8 +182,48 @@ def test_a_pool_holds_each_config_once_and_no_search_measures_one_twice(trained_
     whole, runtime = distinct_pool(g, np.arange(1.0, 1.0 + g.node_config_feat.shape[0]))
     settings = SimSettings(budgets=(5, 12), round_size=4)
     for learn in (False, True):
-        picks = _picks(CostModel.load(trained_run), whole, runtime, settings, learn)
+        picks, scores = _picks(CostModel.load(trained_run), whole, runtime, settings, learn)
         assert len(picks) == min(12, runtime.size) == len(set(picks.tolist()))
+        assert scores.shape == runtime.shape
+
+
+def test_the_near_best_check_scores_unmeasured_configs_near_the_searchs_best(trained_run,
+                                                                             tiny_npz):
+    """The learner's held-out check against a hand count: the configs it scores are the
+    unmeasured ones within NEAR_STEPS slot groups of the ten best measured (or the 50 nearest),
+    and a score that orders them as their runtimes has Kendall 1, its negative -1."""
+    path = list_npz(tiny_npz, "layout:xla:random", "valid")[0]
+    g = read_candidates(path, "layout:xla:random")
+    runtime = np.arange(1.0, 1.0 + g.node_config_feat.shape[0])
+    picks = np.arange(0, runtime.size, 3)[:15]
+    check = near_best(g, runtime, picks, {"right": -runtime, "wrong": runtime})
+    assert check["right"] == pytest.approx(1.0) and check["wrong"] == pytest.approx(-1.0)
+    codes = group_codes(g.node_config_feat).reshape(runtime.size, -1)
+    best = picks[np.argsort(runtime[picks])[:10]]
+    unmeasured = [i for i in range(runtime.size) if i not in set(picks.tolist())]
+    near = [i for i in unmeasured if min(int((codes[i] != codes[b]).sum()) for b in best)
+            <= NEAR_STEPS]
+    assert check["configs"] == (len(near) if len(near) >= 20 else min(50, len(unmeasured)))
+
+
+def test_the_table_shows_families_worst_first_with_the_share_of_the_gap_closed():
+    """Two families: the one whose updated search ends further from the pool's best is shown
+    first; the share closed is (frozen - updated) / (frozen - 1) at the largest budget."""
+    graph = lambda name, frozen, updated: {"graph": name, "frozen": frozen,
+                                           "updated": updated, "random": frozen,
+                                           "near_best": {"frozen": 0.1, "updated": 0.3}}
+    graphs = [graph("resnet50_batch_8_train", [1.05, 1.02], [1.04, 1.01]),
+              graph("mobilenet_v2_batch_8_train", [1.10, 1.08], [1.06, 1.02])]
+    result = {"settings": {"budgets": [20, 100]},
+              "collections": {"layout:xla:default": {
+                  "graphs": graphs, "mean": {k: np.mean([g[k] for g in graphs], 0).tolist()
+                                             for k in ("random", "frozen", "updated")}}}}
+    text = format_table(result)
+    body = text.split("per family, worst first")[1]
+    assert body.index("mobilenet (1)") < body.index("resnet (1)")
+    mobilenet = body.split("mobilenet (1)")[1].splitlines()[1]
+    assert "75%" in mobilenet and "0.10 ->  0.30" in mobilenet   # (1.08 - 1.02) / 0.08
+    assert "50%" in body.split("resnet (1)")[1].splitlines()[1]
 
 
 def test_a_graph_of_one_distinct_config_is_left_out_of_tune_sim(trained_run, tiny_npz, tmp_path):

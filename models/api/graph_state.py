@@ -15,6 +15,7 @@ import numpy as np
 
 from features import FeatureConfig, FeatureSet, Graph
 from models.api.candidates import candidate_rows, config_key
+from features.graph.node_kinds import node_kinds
 from features.rows.node_rows import graph_node_rows
 from features.rows.per_config import LayoutReference, stat_sample
 from features.schema import is_tile
@@ -58,6 +59,7 @@ class GraphState:
     effects: NodeEffects | None = None       # layout: the node effects they show
     seen: dict = field(default_factory=dict)   # model position -> node_learner.RowScores
     origin: str = ""    # where the reference came from, for the warnings that name it
+    kinds: np.ndarray | None = None   # layout: each configurable node's kind (node_kinds)
     # layout: config key -> (the seed models' mean score, their sd), each config scored once: a
     # search scores its elite again every round, tune-sim its whole pool after every update
     priors: dict = field(default_factory=dict)
@@ -178,7 +180,11 @@ class Scorer:
         (tile), each over the trained model's score of the measured configs."""
         if not is_tile(g.collection):
             prior = self.prior_of(with_configs(g, state.measured), state)[0]
-            state.effects, result = layout_update(state.measured, prior, state.runtimes)
+            if state.kinds is None:
+                state.kinds = node_kinds(g.node_feat, g.node_opcode, g.edge_index,
+                                         g.node_config_ids)
+            state.effects, result = layout_update(state.measured, prior, state.runtimes,
+                                                  kinds=state.kinds)
             return replace(result, measurements=int(state.runtimes.size))
         data = self.rows(with_configs(g, state.measured), state)
         prior = self.prior(data, state).mean(axis=0)

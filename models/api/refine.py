@@ -112,18 +112,21 @@ class UpdateResult:
 
 
 def layout_update(configs: np.ndarray, prior: np.ndarray, runtime: np.ndarray,
-                  p: EffectsParams = EffectsParams()) -> tuple[NodeEffects | None, UpdateResult]:
-    """The node-effects posterior of a layout graph's measurements (node_effects.py), or None
-    while there are too few or they are all equal."""
+                  p: EffectsParams = EffectsParams(), kinds: np.ndarray | None = None
+                  ) -> tuple[NodeEffects | None, UpdateResult]:
+    """The node-effects posterior of a layout graph's measurements (node_effects.py), its
+    configurable nodes' kinds shared when given, or None while there are too few or they are
+    all equal."""
     n = runtime.size
     if n < p.min_measurements or np.unique(runtime).size < 2:
         return None, UpdateResult(n, 0, "none", 0.0, f"set aside: fewer than "
                                   f"{p.min_measurements} distinct runtimes")
-    effects = NodeEffects(configs, prior, runtime, p)
+    effects = NodeEffects(configs, prior, runtime, p, kinds)
     h = effects.hyper
     return effects, UpdateResult(n, n, "node effects", effects.effect_share,
                                  f"weight = share of the fit due to node effects (effect sd "
-                                 f"{h.effect:g}, noise sd {h.noise:g}, slope {h.slope:g})")
+                                 f"{h.effect:g}, kind sd {h.kind:g}, noise sd {h.noise:g}, "
+                                 f"slope {h.slope:g})")
 
 
 def tile_update(X: np.ndarray, prior: np.ndarray, runtime: np.ndarray,

@@ -35,10 +35,12 @@ from features.rows.selection import target_runtime
 from models.api import CostModel
 from models.training.fold_models import fold_models
 from models.training.run_files import is_partner
-from models.tuning.space import config_keys
+from models.metrics import kendall_tau_b
+from models.tuning.space import config_keys, group_codes
 from models.tuning.tuner import TuneSettings, choose, exploring_rng
 
 STRATEGIES = ("random", "frozen", "updated")
+NEAR_STEPS = 3     # slot groups from a search's best: the configs its next rounds would try
 
 
 @dataclass(frozen=True)
@@ -78,9 +80,11 @@ def _found(runtime: np.ndarray, picks: np.ndarray, budgets) -> list[float]:
     return [float(runtime[picks[:k]].min() / best) for k in budgets]
 
 
-def _picks(model: CostModel, g, runtime: np.ndarray, s: SimSettings, learn: bool) -> np.ndarray:
+def _picks(model: CostModel, g, runtime: np.ndarray, s: SimSettings,
+           learn: bool) -> tuple[np.ndarray, np.ndarray]:
     """The configs a search measures, in order: rounds of tuner.choose's picks, the model
-    updated with each round's runtimes before the next when `learn`."""
+    updated with each round's runtimes before the next when `learn`; and the pool's scores
+    after the last round (updated with it too when `learn`)."""
     arrays, key = graph_arrays(g), config_key(g.collection)
     configs = getattr(g, key)
     budget = min(max(s.budgets), runtime.size)
@@ -92,11 +96,35 @@ def _picks(model: CostModel, g, runtime: np.ndarray, s: SimSettings, learn: bool
                      min(s.round_size, budget - len(picks)), s.explore, s.kappa, s.drawn, rng)
         picks += new.tolist()
         fresh[new] = False
-        if learn and len(picks) < budget:
+        if learn:
             model.update(**arrays, **{key: configs[new]}, runtimes=runtime[new],
                          collection=g.collection, name=g.graph_id)
             ranking = model.rank_graph(g)
-    return np.array(picks)
+    return np.array(picks), ranking.scores
+
+
+def near_best(g, runtime: np.ndarray, picks: np.ndarray, scores: dict[str, np.ndarray],
+              steps: int = NEAR_STEPS) -> dict | None:
+    """The learner's held-out check: Kendall tau of each search's final scores (higher =
+    predicted faster) against the runtimes of the pool configs the search did not measure
+    within `steps` slot groups of its ten best measured ones (the 50 nearest when fewer than
+    20 are), where a search goes next. None for tile pools or too few such configs."""
+    if is_tile(g.collection):
+        return None
+    codes = group_codes(g.node_config_feat).reshape(runtime.size, -1)
+    best = picks[np.argsort(runtime[picks], kind="stable")[:10]]
+    unmeasured = np.setdiff1d(np.arange(runtime.size), picks)
+    if unmeasured.size < 5:
+        return None
+    distance = np.min([(codes[unmeasured] != codes[b]).sum(axis=1) for b in best], axis=0)
+    near = unmeasured[distance <= steps]
+    if near.size < 20:
+        near = unmeasured[np.argsort(distance, kind="stable")[:50]]
+    faster = -runtime[near].astype(np.float64)
+    if np.unique(faster).size < 2:
+        return None
+    return {"configs": int(near.size),
+            **{k: kendall_tau_b(v[near], faster) for k, v in scores.items()}}
 
 
 def distinct_pool(g, runtime: np.ndarray):
@@ -134,8 +162,13 @@ def simulate_graph(model: CostModel, path: Path, collection: str,
     for i, m in variants:
         fresh = CostModel(m.models, m.settings, without=m.without, source=m.source)
         tag = "" if i is None else f"_seed{i}"
-        out[f"frozen{tag}"] = _found(runtime, _picks(fresh, g, runtime, s, False), s.budgets)
-        out[f"updated{tag}"] = _found(runtime, _picks(fresh, g, runtime, s, True), s.budgets)
+        frozen, frozen_scores = _picks(fresh, g, runtime, s, False)
+        updated, updated_scores = _picks(fresh, g, runtime, s, True)
+        out[f"frozen{tag}"] = _found(runtime, frozen, s.budgets)
+        out[f"updated{tag}"] = _found(runtime, updated, s.budgets)
+        if i is None:
+            out["near_best"] = near_best(g, runtime, updated,
+                                         {"frozen": frozen_scores, "updated": updated_scores})
     return out
 
 
@@ -164,7 +197,7 @@ def simulate(run_dir: Path, npz_root: Path, collections, s: SimSettings, *,
                 "graphs": graphs, "left_out": skipped,
                 "seconds": round(time.perf_counter() - start, 1),
                 "mean": {st: np.mean([g[st] for g in graphs], axis=0).tolist()
-                         for st in graphs[0] if st not in ("graph", "configs")}}
+                         for st in graphs[0] if st not in ("graph", "configs", "near_best")}}
             log(f"{collection}: {len(graphs)} graphs in {time.perf_counter() - start:.0f}s")
     return _save(Path(run_dir) / s.result_name, result)
 

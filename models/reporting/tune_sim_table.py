@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from models.training.selection import graph_family
+
 
 def format_table(result: dict) -> str:
     graphs = result.get("graphs", "the valid graphs")
@@ -14,7 +16,43 @@ def format_table(result: dict) -> str:
             label = f"{collection} ({len(c['graphs'])})" if i == 0 else ""
             lines.append(f"{label:<24} {st:<8} " + " ".join(f"{v:>7.3f}" for v in c["mean"][st]))
         lines += _seed_gains(c)
+    lines += _families(result)
     return "\n".join(lines)
+
+
+def _families(result: dict) -> list[str]:
+    """Per model family, worst (slowest updated search at the largest budget) first: the frozen
+    and updated searches, the share of the frozen search's distance to the pool's best that the
+    updates close (the exact model finds the best first: its bound is 1.000), and the learner's
+    held-out check (tune_sim.near_best): Kendall of the frozen and updated scores on unmeasured
+    configs near the updated search's best."""
+    budgets = result["settings"]["budgets"]
+    lines = []
+    for collection, c in result["collections"].items():
+        families: dict[str, list[dict]] = {}
+        for g in c["graphs"]:
+            families.setdefault(graph_family(g["graph"]), []).append(g)
+        rows = []
+        for name, graphs in families.items():
+            frozen, updated = (np.mean([g[k] for g in graphs], axis=0) for k in ("frozen",
+                                                                                 "updated"))
+            gap = frozen[-1] - 1.0
+            closed = f"{(frozen[-1] - updated[-1]) / gap:>7.0%}" if gap > 1e-9 else f"{'-':>7}"
+            near = [g["near_best"] for g in graphs if g.get("near_best")]
+            tau = (f"  {np.mean([n['frozen'] for n in near]):>5.2f} -> "
+                   f"{np.mean([n['updated'] for n in near]):>5.2f}" if near else "")
+            rows.append((updated[-1], f"{name} ({len(graphs)})"[:24], frozen, updated,
+                         closed + tau))
+        if len(rows) < 2:
+            continue
+        lines += ["", f"{collection} per family, worst first: frozen / updated after "
+                      f"{', '.join(map(str, budgets))}; share of the frozen gap closed at "
+                      f"{budgets[-1]}; near-best Kendall frozen -> updated"]
+        for _, label, frozen, updated, tail in sorted(rows, key=lambda r: -r[0]):
+            lines += [f"{label:<24} {'frozen':<8} " + " ".join(f"{v:>7.3f}" for v in frozen),
+                      f"{'':<24} {'updated':<8} " + " ".join(f"{v:>7.3f}" for v in updated)
+                      + tail]
+    return lines
 
 
 def _seed_gains(c: dict) -> list[str]:
