@@ -12,7 +12,7 @@ once per node or per tile of nodes are not inlined, except the loop over distinc
 written once (_distinct_values), it is inlined into both kernels that use it,
 layout_config_features (through _memo_nodes) and node_rows, because compiled as a function of its
 own it compiled in half the time but made the layout rows about 1.5x slower
-(models/records/README.md).
+(docs/records/README.md).
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from features.graph.per_graph import signed_log
 # A genetic search revisits a node's few good layouts, so a default-collection graph of 200
 # configs makes ~1,000 node rows (xla 35,000 over 30 graphs); a random search makes ~1.2-1.4
 # million over the same graphs, 40 times the training, and with 50 configs per graph it lowered
-# nlp random's family CV (models/records/README.md).
+# nlp random's family CV (docs/records/README.md).
 NODE_ROW_COLLECTIONS = ("layout:xla:default", "layout:nlp:default")
 NODE_STATIC = ("group", "context", "rank_out", "rank_in", "rank_ker", "plain_users", "to_output",
                "has_kernel", "log_out_bytes", "log_in_bytes", "log_ker_bytes", "log_chain_bytes",

@@ -45,7 +45,7 @@ GROUP_OF_OPCODE = {CONVOLUTION: 0, DOT: 1, RESHAPE: 2}
 # A node's place in the program, for the node learner (node_rows.py): an attention matmul (a
 # dot with batch dims) against a projection, a reshape splitting or merging heads (next to a
 # transpose) against one feeding or leaving a dot. As sums over each context among the config
-# rows they changed family CV by -0.0003 (models/records/README.md), so the rows have none.
+# rows they changed family CV by -0.0003 (docs/records/README.md), so the rows have none.
 CONTEXTS = ("dot_batched", "reshape_transpose", "reshape_dot")
 # Within-graph statistics (z-scores, value frequencies) come from this many configs drawn
 # uniformly from the file, whatever rows are selected, so train and test rows see the same.

@@ -31,7 +31,7 @@ from models.training.base import (MAX_LGBM_GROUP, read_params, round_grid, runti
 class TreeParams:
     """Settings every LightGBM objective here shares."""
 
-    n_estimators: int = 300         # the settings every dev CV ran at (models/records/)
+    n_estimators: int = 300         # the settings every dev CV ran at (docs/records/)
     learning_rate: float = 0.1
     num_leaves: int = 31
     min_data_in_leaf: int = 20
@@ -78,7 +78,7 @@ class RegressionParams(TreeParams):
 
 # Per collection kind: layout is scored on the whole order (every pair counts: linear gains, no
 # truncation, small sub-groups keep the pairs cheap), tile on its top 5. Chosen by family CV on
-# the dev set; the runs and their numbers are in models/records/.
+# the dev set; the runs and their numbers are in docs/records/.
 LAMBDARANK_DEFAULTS = {
     "layout": LambdaRankParams(n_grades=64, max_group_size=125),
     "tile": LambdaRankParams(gain="exponential", truncation_level=10, min_data_in_leaf=100,
@@ -88,7 +88,7 @@ REGRESSION_DEFAULTS = {"layout": RegressionParams(), "tile": RegressionParams()}
 
 
 # Column-wise histograms: built only for the features a tree samples (10-20% less per round on
-# dev rows, models/records/). No pre-filter of the features min_data_in_leaf cannot split: rows
+# dev rows, docs/records/). No pre-filter of the features min_data_in_leaf cannot split: rows
 # streamed into bins (binned.py) are binned without min_data_in_leaf (LightGBM passes only its
 # dataset parameters there), so with it the streamed and in-memory bins would differ.
 def _common(p) -> dict:

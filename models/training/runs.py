@@ -44,7 +44,7 @@ N_RANDOM_ORDERS = 5
 # Ranker parameters a run sets itself, so an override of them would be ignored: -> the option.
 RUN_SET_PARAMS = {"seed": "--seed"}
 # Collections where each lambdarank seed has a regression partner averaged in (as the node
-# learner is on NODE_COLLECTIONS): family CV on the dev set chose both (models/records/)
+# learner is on NODE_COLLECTIONS): family CV on the dev set chose both (docs/records/)
 REGRESSION_PARTNER_COLLECTIONS = ("layout:xla:random", "layout:nlp:random")
 # A split's rows, or the cache entry they are loaded from when training needs them, so `train`
 # holds one collection's matrices at a time instead of every collection's.

@@ -269,7 +269,7 @@ def _remeasure(ledger: Ledger, default: int | None, n: int) -> None:
     the default with fewer rivals to correct for than the reserve spread over more configs:
     with 1% noise, a 3% gain confirmed on 65% of simulated trials instead of 55% (the best three
     once each), and on the test's space of configs 0.1% slower, one returned in 3 of 300
-    searches instead of 11 (models/records/tuner_stand_in.md)."""
+    searches instead of 11 (docs/records/tuner_stand_in.md)."""
     ranked = ledger.ranked()
     size = n - 1 if n > 2 else n
     first = ranked[:size]
