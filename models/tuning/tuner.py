@@ -31,11 +31,13 @@ MIN_NOISE = 0.005    # sd of log runtime assumed at least, whatever the repeats 
 @dataclass(frozen=True)
 class TuneSettings:
     batch: int = 5            # configs measured per round: an update every 5 measurements
-                              # finds more than every 8 (records, fifteenth session)
+                              # finds more than every 8 (docs/records/tuner_stand_in.md,
+                              # "2026-11-28: `tune` measures rounds of 5")
     explore: int = 2          # of them, picked by score + kappa * spread (the rest by score)
     kappa: float = 2.0
     drawn: int = 1            # of the exploring ones, drawn at random instead: a family the
-                              # model misjudges is found so, then learnt from (records)
+                              # model misjudges is found so, then learnt from (records,
+                              # "2026-11-27: one exploring pick drawn at random")
     confirm: int = 3          # measurements at the end besides the default's: the best
                               # confirm - 1 again, then the best of them once more (1: the
                               # best); fewer on a small budget (_reserve)
