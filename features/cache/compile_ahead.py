@@ -12,7 +12,7 @@ import numpy as np
 
 from features.cache.workers import exit_with_parent, sigint_blocked
 from features.npz.read import read_graph
-from features.rows import kernels as K
+from features.rows import row_kernels as K
 from features.rows.compiled import compiled, slow_kernels
 from features.rows.node_rows import graph_node_rows
 from features.rows.table import FeatureConfig, graph_parts

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from features.rows import kernels as K
+from features.rows import row_kernels as K
 from features.rows.node_rows import NODE_ROW_COLLECTIONS
 
 NOTICE = ("notice: compiling the layout feature kernels first: once per install, about 3 to 4 "

@@ -21,7 +21,7 @@ from features.rows.node_rows import NODE_ROW_COLLECTIONS, NodeRows, graph_node_r
 from features.rows.per_config import (EXTRACTORS, LayoutReference, layout_reference,
                                       layout_static, with_stat_sample)
 from features.graph.per_graph import graph_features
-from features.rows.selection import Rows, picked_configs, select_rows
+from features.rows.row_selection import Rows, picked_configs, select_rows
 
 FEATURE_SETS = ("basic", "full")
 

@@ -5,7 +5,8 @@ LambdaRank: labels are per-graph runtime ranks binned into `n_grades` levels wit
 used each round, or sampled per boosting bag with `oversize="bag"`); gains
 and truncation follow the metric (full list for layout's Kendall, top-heavy for tile's top-5);
 early stopping watches the competition metric, not NDCG, on the graphs `fit` is given to watch
-(models/training/selection.py passes held-out train families, never the graphs a score is reported on).
+(models/training/family_split.py passes held-out train families, never the graphs a score is
+reported on).
 """
 from __future__ import annotations
 
@@ -138,7 +139,7 @@ class LightGBMRanker:
 
     def fit(self, train: FeatureSet, valid: FeatureSet | None = None):
         """valid: graphs to early-stop on; train and valid may be views of one matrix
-        (selection.fit_and_watched), so valid is binned here, while it holds its rows."""
+        (family_split.fit_and_watched), so valid is binned here, while it holds its rows."""
         binned = bin_rows(train, list(train.columns), self.grouping, self.labels,
                           self.lgb_params())
         watched = None

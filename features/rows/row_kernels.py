@@ -1,5 +1,5 @@
 """The row kernels of the feature builder: array -> array, settings passed as arguments (the
-read's own kernels are features/npz/kernels.py).
+read's own kernels are features/npz/read_kernels.py).
 
 They share one file because Numba's on-disk cache does not notice edits to functions defined in
 other files; module-level integers below are compile-time constants of this same file.
