@@ -16,7 +16,7 @@ import numpy as np
 
 from features.hlo.encode import NoConfigurableNodeError, encode_module
 from features.hlo.errors import HloFormatError, UnknownOpcodeWarning
-from features.hlo.npz import write_layout_npz
+from features.hlo.layout_file import write_layout_npz
 from features.outputs import OutputPathError, check_file as check_output_path
 from features.hlo.parse import Module, parse_module
 from features.hlo.source_text import load_source
