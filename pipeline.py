@@ -441,8 +441,9 @@ def cmd_tune(args) -> int:
     from features.rows.compiled import compile_notice
     from models.api import CostModel
     from models.training.run_files import latest_run
-    from models.tuning.session import TuneJob, tune_program
+    from models.tuning.session import TuneJob, check_free, tune_program
     check_dir(args.out)      # before the model loads and anything is measured
+    check_free(args.out)     # another tune running in it: refused before the model loads too
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
     job = TuneJob(args.program, args.measure, args.budget, args.out, seed=args.seed,
                   collection=args.collection)
@@ -472,8 +473,8 @@ def _tune_options(p) -> None:
                    help="configs measured at most, the re-measurements that confirm the best "
                         "included (no default: required)")
     p.add_argument("--out", type=Path, required=True, metavar="DIR",
-                   help="best.npy, best.json, progress.png and the state a rerun resumes from "
-                        "(no default: required)")
+                   help="best.npy, best.json, progress.png and the state a rerun resumes from; "
+                        "one tune at a time runs in it (no default: required)")
     p.add_argument("--run", type=Path, metavar="DIR",
                    help="run directory (default: the newest under --cache-dir)")
     p.add_argument("--seed", type=_at_least(0), default=0,

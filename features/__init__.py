@@ -19,7 +19,7 @@ from features.cache.entries import default_config_rows, read_meta  # noqa: E402
 from features.cache.signature import feature_signature  # noqa: E402
 from features.cache.store import reclaim_stale  # noqa: E402
 from features.npz.graph import DataFormatError, Graph  # noqa: E402
-from features.npz.source import DataSource, resolve_data, sample_source  # noqa: E402
+from features.npz.data_source import DataSource, resolve_data, sample_source  # noqa: E402
 from features.rows.feature_set import FeatureSet  # noqa: E402
 from features.rows.table import FeatureConfig  # noqa: E402
 from features.schema import COLLECTIONS, SPLITS  # noqa: E402

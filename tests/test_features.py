@@ -8,7 +8,7 @@ import features
 from features import COLLECTIONS, FeatureConfig, load_or_build
 from features.npz.find import list_npz
 from features.npz.read import read_graph
-from features.rows.selection import select_rows, target_runtime
+from features.rows.row_selection import select_rows, target_runtime
 from features.rows.table import graph_table
 
 

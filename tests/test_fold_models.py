@@ -15,7 +15,7 @@ from models import metrics
 from models.training.fold_models import fold_models, run_config
 from models.training.run_files import is_partner, read_run
 from models.training.runs import cross_validate, rows_of, seed_scores
-from models.training.selection import graph_family
+from models.training.family_split import graph_family
 
 COLLECTION = "tile:xla"
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from features.graph import roles as R
 from features.schema import TRANSPOSE
-from features.rows import kernels as K
+from features.rows import row_kernels as K
 from features.npz.graph import Graph
 from features.rows.per_config import CONTEXTS, layout_full, layout_static
 from features.graph.per_graph import signed_log

@@ -63,7 +63,7 @@ def test_a_relative_data_dir_names_the_same_data_from_anywhere(tiny_root, tiny_n
                                                                monkeypatch):
     """What a command prints and records of its data (the description tune-sim compares
     draws by, the run's data dir) does not depend on the directory it was started in."""
-    from features.npz.source import resolve_data
+    from features.npz.data_source import resolve_data
     monkeypatch.chdir(tiny_root.parent)
     here = resolve_data(tiny_root.name)
     monkeypatch.chdir(tmp_path)

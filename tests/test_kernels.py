@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from features.graph import kernels as GK
-from features.npz import kernels as RK
-from features.rows import kernels as K
+from features.graph import longest_paths as GK
+from features.npz import read_kernels as RK
+from features.rows import row_kernels as K
 from features.npz.graph import Graph
 from features.rows.per_config import (GROUP_OF_OPCODE, NODE_QUANTITIES, default_layouts,
                                       layout_full, layout_static, padded_shapes, value_counts)

@@ -9,7 +9,7 @@ import pytest
 
 import features
 from features import FeatureConfig
-from features.rows import kernels as K
+from features.rows import row_kernels as K
 from features.rows.node_rows import NODE_COLUMNS, graph_node_rows, sample_configs, stack
 from features.rows.per_config import BYTE_QUANTITIES, config_codes, layout_static, value_counts
 from features.graph.per_graph import signed_log

@@ -101,7 +101,7 @@ def test_named_data_dir_must_exist(tmp_path, capsys):
 
 
 def test_without_data_the_sample_is_generated_and_announced(tmp_path, monkeypatch):
-    import features.npz.source as data
+    import features.npz.data_source as data
     from .conftest import TINY
 
     monkeypatch.delenv("TPUGRAPHS_DIR", raising=False)

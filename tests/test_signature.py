@@ -24,7 +24,7 @@ def _edit(path):
 
 
 @pytest.mark.parametrize("module", ["rows/feature_set.py", "cache/entries.py",
-                                    "npz/source.py", "cache/store.py", "cache/build.py",
+                                    "npz/data_source.py", "cache/store.py", "cache/build.py",
                                     "__init__.py"])
 def test_editing_code_outside_the_row_code_keeps_the_signature(package, module):
     before = feature_signature(FeatureConfig(), package)
@@ -32,7 +32,7 @@ def test_editing_code_outside_the_row_code_keeps_the_signature(package, module):
     assert feature_signature(FeatureConfig(), package) == before
 
 
-@pytest.mark.parametrize("module", ["rows/kernels.py", "rows/table.py", "npz/read.py",
+@pytest.mark.parametrize("module", ["rows/row_kernels.py", "rows/table.py", "npz/read.py",
                                     "rows/per_config.py", "rows/node_rows.py", "schema.py"])
 def test_editing_the_row_code_changes_the_signature(package, module):
     before = feature_signature(FeatureConfig(), package)
@@ -56,10 +56,10 @@ def test_imports_are_followed_transitively(package):
 
 
 def test_a_name_imported_from_the_package_init_pulls_it_in(package):
-    selection = package / "rows" / "selection.py"
-    selection.write_text("from features import build_entry\n" + selection.read_text())
+    row_selection = package / "rows" / "row_selection.py"
+    row_selection.write_text("from features import build_entry\n" + row_selection.read_text())
     names = {p.relative_to(package).as_posix() for p in row_modules(package)}
-    assert {"__init__.py", "npz/source.py", "cache/store.py"} <= names
+    assert {"__init__.py", "npz/data_source.py", "cache/store.py"} <= names
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def models_package(tmp_path):
     return copy
 
 
-@pytest.mark.parametrize("module", ["metrics.py", "training/lgbm.py", "training/selection.py",
+@pytest.mark.parametrize("module", ["metrics.py", "training/lgbm.py", "training/family_split.py",
                                     "cli/settings.py"])
 def test_editing_the_code_that_makes_a_run_changes_the_run_key(models_package, module):
     """The early-stopping metric (metrics.py) and what train imports make a run."""

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from unittest import mock
@@ -20,7 +21,9 @@ import pytest
 import pipeline
 from features.hlo import read_hlo
 from features.npz.find import list_npz
-from models.tuning.session import LOG, MeasureCommandError, MeasurementLog, run_command
+from models.api import CostModel
+from models.tuning.session import (LOG, MeasureCommandError, MeasurementLog, TuneJob,
+                                   run_command, tune_program)
 from models.tuning.tuner import TuneSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +33,8 @@ HLO = ROOT / "tests" / "data" / "hlo" / "jax_conv_dot.hlo"
 # groups faster when set), noise drawn from the config's bytes: measuring a config again gives
 # the same number. Every measured config is appended to $CALLS (one line each) once the runtimes
 # are printed; with $HANG_AT, the batch after that many is never answered: the script writes
-# the file $HANG_MARKER and sleeps (the run is killed while measuring).
+# the file $HANG_MARKER and sleeps (the run is killed while measuring), or, with $GO, waits until
+# the file $GO exists.
 MEASURE = r'''
 import hashlib, os, sys, time
 import numpy as np
@@ -41,7 +45,11 @@ done = open(batches).read().count("\n") if os.path.exists(batches) else 0
 hang = os.environ.get("HANG_AT")
 if hang and done >= int(hang):
     open(os.environ["HANG_MARKER"], "w").write("measuring")
-    time.sleep(600)
+    go = os.environ.get("GO")
+    for _ in range(6000):
+        if go and os.path.exists(go):
+            break
+        time.sleep(0.1)
 set_groups = (configs.reshape(len(configs), -1, 3, 6)[..., 0] >= 0)
 log_t = 0.01 * set_groups.sum(axis=(1, 2)) - 0.05 * set_groups[:, :4, 0].sum(axis=1)
 keys = [hashlib.blake2b(c.tobytes(), digest_size=8).hexdigest() for c in configs]
@@ -104,10 +112,7 @@ def test_a_killed_run_resumes_without_measuring_anything_twice(trained_run, prog
     out, calls, marker = tmp_path / "cut", tmp_path / "cut.calls", tmp_path / "hanging"
     proc = _tune(trained_run, program, _command(measure_script), out, popen=True,
                  env={"CALLS": str(calls), "HANG_AT": "3", "HANG_MARKER": str(marker)})
-    deadline = time.time() + 300
-    while not marker.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.2)
-    assert marker.exists(), proc.communicate()
+    _wait_for(marker, proc)
     os.killpg(proc.pid, signal.SIGKILL)     # mid-batch: the fourth batch never answered
     proc.wait()
     before = _calls(calls)
@@ -127,6 +132,54 @@ def test_a_killed_run_resumes_without_measuring_anything_twice(trained_run, prog
     again = _tune(trained_run, program, _command(measure_script), out,
                   env={"CALLS": str(calls)})
     assert again.returncode == 0 and _calls(calls) == expected    # finished: all replayed
+
+
+def _wait_for(path: Path, proc: subprocess.Popen) -> None:
+    deadline = time.time() + 300
+    while not path.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    assert path.exists(), proc.communicate()
+
+
+def test_a_second_tune_into_the_same_out_is_refused_while_the_first_runs(
+        trained_run, program, measure_script, tmp_path):
+    """Two tunes into one --out at once (the first in a thread of this process, as `tune` runs
+    it; a lock is the same between two processes): the second is refused in one line before it
+    loads a model or touches the state; the first measures on to the end, and a rerun resumes
+    from all it measured."""
+    out, calls, marker, go = (tmp_path / "out", tmp_path / "calls", tmp_path / "measuring",
+                              tmp_path / "go")
+    # the first's command pauses in its second batch until the file `go` exists
+    pausing = (f"CALLS={calls} HANG_AT=1 HANG_MARKER={marker} GO={go} "
+               f"{_command(measure_script)}")
+    job = TuneJob(program, pausing, 12, out)
+    model = CostModel.load(trained_run, seeds=1)
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(tune_program, model, job, str(trained_run), log=lambda line: None)
+        try:
+            while not marker.exists() and not first.done():
+                time.sleep(0.05)
+            assert marker.exists(), first.result()
+            log = (out / "state" / LOG).read_bytes()
+            second = _tune(trained_run, program, _command(measure_script), out, budget=12,
+                           env={"CALLS": str(tmp_path / "second.calls")})
+        finally:
+            go.touch()                  # the first measures on
+        assert second.returncode == 2 and second.stdout == ""
+        assert second.stderr.splitlines() == [
+            f"error: {out}: another tune is running in this directory (process {os.getpid()}); "
+            f"wait for it to end or tune into another --out directory"], second.stderr
+        assert not (tmp_path / "second.calls").exists()
+        assert (out / "state" / LOG).read_bytes() == log
+        first.result(timeout=300)
+    measured = _calls(calls)
+    assert len(measured) == 12 and (out / "best.json").exists()
+
+    rerun = _tune(trained_run, program, _command(measure_script), out, budget=12,
+                  env={"CALLS": str(calls)})
+    assert rerun.returncode == 0, rerun.stderr
+    assert "12 measurements to replay" in rerun.stdout
+    assert _calls(calls) == measured     # all of it replayed from the state, nothing again
 
 
 def test_the_outputs_say_what_was_found_and_how(trained_run, program, measure_script,

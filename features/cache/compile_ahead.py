@@ -12,7 +12,7 @@ import numpy as np
 
 from features.cache.workers import exit_with_parent, sigint_blocked
 from features.npz.read import read_graph
-from features.rows import kernels as K
+from features.rows import row_kernels as K
 from features.rows.compiled import compiled, slow_kernels
 from features.rows.node_rows import graph_node_rows
 from features.rows.table import FeatureConfig, graph_parts
@@ -22,7 +22,7 @@ CHILD = ("import sys; from features.cache import compile_ahead as c; "
          "c.exit_with_parent(int(sys.argv[5])); c.run_kernel(*sys.argv[1:5])")
 _PROJECT = Path(__file__).resolve().parents[2]
 # Polled: once polars is imported, SIGINT no longer cuts a blocking wait for a child short
-# (a sleep it does: models/records/README.md, "Users' first build")
+# (a sleep it does: docs/records/README.md, "Users' first build")
 POLL_S = 0.2
 DEADLINE_S = 15 * 60    # a child still compiling then is stuck: the build compiles instead
 

@@ -31,7 +31,7 @@ from features.npz.graph import DataFormatError
 from features.npz.pack import packed_path
 from features.schema import is_tile
 from features.cache.entries import NODES_SUFFIX, node_arrays, read_nodes
-from features.rows.selection import Rows
+from features.rows.row_selection import Rows
 from features.rows.table import FeatureConfig, GraphTable, file_table, write_part
 
 # Entry parts: tile units are tiny, so many share a part (one read instead of thousands when

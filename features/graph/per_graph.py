@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from features.graph import kernels
+from features.graph import longest_paths
 from features.npz.graph import Graph
 from features.schema import CONFIGURABLE_OPCODES, MAX_OPCODE, OPCODE_IDS
 from features.schema import (ELEMENT_TYPE, SHAPE_DIMS, SHAPE_PRODUCT, SHAPE_SUM, TUPLE_SIZE,
@@ -104,7 +104,7 @@ def structure(g: Graph) -> tuple[np.ndarray, list[str]]:
     n = g.node_feat.shape[0]
     indeg = np.bincount(g.edge_index[:, 0], minlength=n)
     outdeg = np.bincount(g.edge_index[:, 1], minlength=n)
-    depth = kernels.longest_path(n, g.edge_index)
+    depth = longest_paths.longest_path(n, g.edge_index)
     bytes_ = element_bytes(g.node_feat)
     vals = [indeg.mean(), indeg.max(), outdeg.mean(), outdeg.max(), np.log1p(depth.max()),
             depth.max() / max(1.0, np.log2(n + 1)), (indeg == 0).mean(), (outdeg == 0).mean(),

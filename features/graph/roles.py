@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from features.graph import kernels
+from features.graph import longest_paths
 from features.npz.graph import Graph
 from features.graph.per_graph import OPCODE_GROUPS, ranks
 from features.schema import (CONV_INPUT_BATCH, CONV_INPUT_FEATURE, CONV_KERNEL_INPUT_FEATURE,
@@ -109,7 +109,7 @@ def _param_sources(g: Graph, operands, calls, shapes) -> dict[int, int]:
 
 def topological_order(g: Graph) -> np.ndarray:
     """Node ids with every operand before its users (longest-path depth, then id)."""
-    depth = kernels.longest_path(g.node_feat.shape[0], g.edge_index)
+    depth = longest_paths.longest_path(g.node_feat.shape[0], g.edge_index)
     return np.lexsort((np.arange(depth.size), depth))
 
 

@@ -16,10 +16,10 @@ import numpy as np
 
 from features.hlo.encode import NoConfigurableNodeError, encode_module
 from features.hlo.errors import HloFormatError, UnknownOpcodeWarning
-from features.hlo.npz import write_layout_npz
+from features.hlo.layout_file import write_layout_npz
 from features.outputs import OutputPathError, check_file as check_output_path
 from features.hlo.parse import Module, parse_module
-from features.hlo.source import load_source
+from features.hlo.source_text import load_source
 
 __all__ = ["HloFormatError", "NoConfigurableNodeError", "OutputPathError", "UnknownOpcodeWarning",
            "check_output_path", "encode_file", "parse_hlo", "read_hlo", "write_layout_npz"]

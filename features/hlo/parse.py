@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from features.hlo.shapes import INT64_MAX, SKIP, ShapeReader, snippet
-from features.hlo.source import Source
+from features.hlo.source_text import Source
 
 _NAME = r"[A-Za-z_][\w.\-]*"
 _INSTRUCTION = re.compile(rf"(ROOT\s+)?%?({_NAME})\s*=\s*", re.A)

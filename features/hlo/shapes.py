@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from features.hlo.source import Source
+from features.hlo.source_text import Source
 
 # XLA's primitive type names as the text spells them (primitive_util): the parser refuses others.
 # Types outside the dataset's one-hot (s4, the f8 family, ...) are valid shapes whose one-hot

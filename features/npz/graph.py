@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from features.npz import kernels
+from features.npz import read_kernels
 from features.schema import N_LAYOUT_CONFIG_FEAT, N_TILE_CONFIG_FEAT
 
 
@@ -40,8 +40,8 @@ class Graph(NamedTuple):
 
     A layout read that keeps only some configs (read_graph's `keep`) holds node_config_feat
     (k, nc, 18) of the configs at file positions config_index (k,), ascending, and what it
-    computed over every config on the way: row_hashes (c,) uint64 (kernels.row_hash, the dedup
-    key) and config_slots (nc, 3) (kernels.slots_set). config_runtime still has all c.
+    computed over every config on the way: row_hashes (c,) uint64 (read_kernels.row_hash, the dedup
+    key) and config_slots (nc, 3) (read_kernels.slots_set). config_runtime still has all c.
     """
 
     path: Path
@@ -76,10 +76,10 @@ class Graph(NamedTuple):
         return at
 
     def slots(self) -> np.ndarray:
-        """(nc, 3) kernels.slots_set over every config of the file."""
+        """(nc, 3) read_kernels.slots_set over every config of the file."""
         if self.config_slots is not None:
             return self.config_slots
-        return kernels.slots_set(self.node_config_feat)
+        return read_kernels.slots_set(self.node_config_feat)
 
     @property
     def n_configs(self) -> int:

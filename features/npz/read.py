@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from features.npz import kernels
+from features.npz import read_kernels
 from features.npz.graph import DataFormatError, Graph
 from features.npz.inflate import PIECE_BYTES, MemberReader
 from features.npz.member import (first_rows, ncf_header, open_npy_member, read_exact, read_fortran,
@@ -135,19 +135,19 @@ def _kept_configs(zf: zipfile.ZipFile, path: Path, piece_bytes: int, rows: int,
             to_int8(np.frombuffer(raw, dtype=dtype), path, start * config_values, shape=shape,
                      out=piece.reshape(-1))
             as_bytes = piece.reshape(n, -1).view(np.uint8)
-            hashes[start:start + n] = kernels.row_hash(as_bytes)
-            kernels.add_slots_set(as_bytes, slots)
+            hashes[start:start + n] = read_kernels.row_hash(as_bytes)
+            read_kernels.add_slots_set(as_bytes, slots)
             lo, hi = np.searchsorted(index, (start, start + n))
             kept[lo:hi] = piece[index[lo:hi] - start]
     return dict(node_config_feat=kept, config_index=index, row_hashes=hashes,
-                config_slots=kernels.slots_table(slots))
+                config_slots=read_kernels.slots_table(slots))
 
 
 def _kept_of_whole(ncf: np.ndarray, path: Path, runtime: np.ndarray, keep) -> dict:
     index = _kept_index(keep(runtime[:ncf.shape[0]]), ncf.shape[0], path)
     return dict(node_config_feat=np.ascontiguousarray(ncf[index]), config_index=index,
-                row_hashes=kernels.row_hash(ncf.reshape(ncf.shape[0], -1).view(np.uint8)),
-                config_slots=kernels.slots_set(ncf))
+                row_hashes=read_kernels.row_hash(ncf.reshape(ncf.shape[0], -1).view(np.uint8)),
+                config_slots=read_kernels.slots_set(ncf))
 
 
 def _kept_index(index, c: int, path: Path) -> np.ndarray:

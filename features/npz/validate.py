@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from features.npz import kernels
+from features.npz import read_kernels
 from features.npz.graph import DataFormatError, Graph
 from features.schema import (LAYOUT, MAX_DIM_INDEX, MAX_OPCODE, N_LAYOUT_CONFIG_FEAT,
                              N_NODE_FEAT, N_TILE_CONFIG_FEAT, is_tile)
@@ -156,7 +156,7 @@ def to_int8(chunk: np.ndarray, path: Path, start: int, *, shape: tuple | None = 
         bad = -1 if ok else int(np.flatnonzero((as_int < -1) | (as_int > 5))[0])
     else:
         as_int = np.empty(chunk.shape, np.int8) if out is None else out
-        bad = kernels.to_int8_checked(np.ascontiguousarray(_kernel_dtype(chunk)), as_int)
+        bad = read_kernels.to_int8_checked(np.ascontiguousarray(_kernel_dtype(chunk)), as_int)
     if bad >= 0:
         value = chunk.reshape(-1)[bad].item()
         if shape is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from features.rows import kernels as K
+from features.rows import row_kernels as K
 from features.rows.node_rows import NODE_ROW_COLLECTIONS
 
 NOTICE = ("notice: compiling the layout feature kernels first: once per install, about 3 to 4 "
@@ -13,7 +13,7 @@ _said = False
 
 
 def slow_kernels(collection: str | None, feature_set: str = "full") -> tuple:
-    """The kernels that take minutes to compile (no other takes 4 s: models/records/README.md)
+    """The kernels that take minutes to compile (no other takes 4 s: docs/records/README.md)
     that a layout collection's rows run; None: every layout collection's. The "basic" feature
     set runs neither."""
     if feature_set != "full":

@@ -3,7 +3,7 @@
 A config's score under such a learner is the sum of its nodes' row scores, so the learner learns
 what each kind of node costs from whole-graph runtimes (what lets a GNN carry over to new
 architectures, without one). Rows are each node's distinct (own value, what it reads of other
-nodes) among the configs (kernels.node_rows): far fewer than configs x nodes, since a search
+nodes) among the configs (row_kernels.node_rows): far fewer than configs x nodes, since a search
 revisits a node's few good layouts. Columns: the node quantities of per_config.NODE_QUANTITIES
 (bytes as signed logs), then what no config changes (NODE_STATIC).
 """
@@ -13,9 +13,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from features.rows import kernels as K
+from features.rows import row_kernels as K
 from features.npz.graph import Graph
-from features.npz.kernels import row_hash
+from features.npz.read_kernels import row_hash
 from features.rows.per_config import (BYTE_QUANTITIES, CONTEXTS, NODE_QUANTITIES, LayoutStatic,
                                       ValueCounts, config_codes, layout_static, stat_rows,
                                       value_counts)
@@ -25,7 +25,7 @@ from features.graph.per_graph import signed_log
 # A genetic search revisits a node's few good layouts, so a default-collection graph of 200
 # configs makes ~1,000 node rows (xla 35,000 over 30 graphs); a random search makes ~1.2-1.4
 # million over the same graphs, 40 times the training, and with 50 configs per graph it lowered
-# nlp random's family CV (models/records/README.md).
+# nlp random's family CV (docs/records/README.md).
 NODE_ROW_COLLECTIONS = ("layout:xla:default", "layout:nlp:default")
 NODE_STATIC = ("group", "context", "rank_out", "rank_in", "rank_ker", "plain_users", "to_output",
                "has_kernel", "log_out_bytes", "log_in_bytes", "log_ker_bytes", "log_chain_bytes",

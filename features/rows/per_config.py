@@ -13,7 +13,7 @@ import numpy as np
 from tqdm import tqdm
 
 from features.graph import roles as R
-from features.rows import kernels as K
+from features.rows import row_kernels as K
 from features.npz.graph import Graph
 from features.graph.per_graph import element_bytes, ranks, signed_log
 from features.schema import (CONVOLUTION, DOT, IS_ROOT, LAYOUT, N_LAYOUT_CONFIG_FEAT, OPCODE_IDS,
@@ -28,7 +28,7 @@ def _kernel_quantities() -> tuple[str, ...]:
     'out_pad_bytes'. They must number 0..N_BASE_QUANT - 1, each once."""
     index = {name[2:].lower(): v for name, v in vars(K).items() if name.startswith("Q_")}
     if sorted(index.values()) != list(range(K.N_BASE_QUANT)):
-        raise AssertionError("kernels.Q_* must number 0..N_BASE_QUANT - 1, each once")
+        raise AssertionError("row_kernels.Q_* must number 0..N_BASE_QUANT - 1, each once")
     return tuple(sorted(index, key=index.get))
 
 
@@ -45,7 +45,7 @@ GROUP_OF_OPCODE = {CONVOLUTION: 0, DOT: 1, RESHAPE: 2}
 # A node's place in the program, for the node learner (node_rows.py): an attention matmul (a
 # dot with batch dims) against a projection, a reshape splitting or merging heads (next to a
 # transpose) against one feeding or leaving a dot. As sums over each context among the config
-# rows they changed family CV by -0.0003 (models/records/README.md), so the rows have none.
+# rows they changed family CV by -0.0003 (docs/records/README.md), so the rows have none.
 CONTEXTS = ("dot_batched", "reshape_transpose", "reshape_dot")
 # Within-graph statistics (z-scores, value frequencies) come from this many configs drawn
 # uniformly from the file, whatever rows are selected, so train and test rows see the same.
@@ -72,7 +72,7 @@ def padded_shapes(node_feat: np.ndarray) -> np.ndarray:
 
 
 class LayoutStatic(NamedTuple):
-    """Per-configurable-node tables the kernels read (see kernels.layout_config_features)."""
+    """Per-configurable-node tables the kernels read (see row_kernels.layout_config_features)."""
     si: np.ndarray
     sf: np.ndarray
     shapes: np.ndarray
@@ -255,7 +255,7 @@ def stat_sample(c: int, seed: int) -> np.ndarray:
 
 class ValueCounts(NamedTuple):
     """Per configurable node: the distinct 18-slot values (codes) among the sampled configs and
-    their shares (kernels.value_table), plus the most common one. Each config's node gets the
+    their shares (row_kernels.value_table), plus the most common one. Each config's node gets the
     share of its value, and whether it is not the most common one (value_freq,
     differs_from_modal): a genetic search (the 'default' collections) revisits good choices, so
     frequent is fast."""
@@ -266,7 +266,7 @@ class ValueCounts(NamedTuple):
 
 
 def config_codes(g: Graph, rows: np.ndarray) -> np.ndarray:
-    """(nc, r) int64 kernels.config_codes of the given configs, node-major."""
+    """(nc, r) int64 row_kernels.config_codes of the given configs, node-major."""
     return K.config_codes(g.node_config_feat, g.held(rows))
 
 

@@ -21,7 +21,7 @@ from features.rows.node_rows import NODE_ROW_COLLECTIONS, NodeRows, graph_node_r
 from features.rows.per_config import (EXTRACTORS, LayoutReference, layout_reference,
                                       layout_static, with_stat_sample)
 from features.graph.per_graph import graph_features
-from features.rows.selection import Rows, picked_configs, select_rows
+from features.rows.row_selection import Rows, picked_configs, select_rows
 
 FEATURE_SETS = ("basic", "full")
 
@@ -32,7 +32,7 @@ class FeatureConfig:
 
     feature_set: str = "full"            # "basic" = the foundation's reference features
     max_train_configs_tile: int = 500    # rows per train graph after merging duplicates
-    # Layout: 500 rows scored as well as all of a dev graph's configs (models/records/); 1,000
+    # Layout: 500 rows scored as well as all of a dev graph's configs (docs/records/); 1,000
     # keeps a margin at half the training of 2,000 on real files
     max_train_configs_layout: int = 1000
     # Layout train files: only their first N configs are read (0 = all). Configs sit in search

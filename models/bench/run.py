@@ -86,7 +86,7 @@ def run_bench(cache_root: Path, spec: st.BenchSpec, *, workers: int = 2, repeat:
 def _warm_kernels(inputs: st.Inputs, cache: Path, log) -> float:
     """Build the few-configs file untimed, with default settings and with all configs (a
     memory-mapped int8 copy is another array type to Numba), so every kernel is in Numba's
-    on-disk cache before round 1: after an edit to features/rows/kernels.py the first build
+    on-disk cache before round 1: after an edit to features/rows/row_kernels.py the first build
     compiles them (about 3 minutes), which would be billed to round 1. Round 1 clears `cache`."""
     log("  loading Numba's kernels, compiling any not cached (untimed) ...")
     return sum(st.measure(st.build_stage, inputs.few_configs_root, "layout:xla:random", cache, 1,

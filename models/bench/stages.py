@@ -27,7 +27,7 @@ from features.rows.table import graph_static
 from features.cache.workers import WorkerPool, process_pool
 from models.training.memory import peak_rss_mb
 from models.training.runs import TrainConfig, train_collection
-from models.training.selection import fit_all
+from models.training.family_split import fit_all
 
 LIBRARIES = ("numpy", "numba", "lightgbm", "xgboost", "polars")
 FEW_CONFIGS = 2   # the layout graph with this many configs: what a file costs besides them

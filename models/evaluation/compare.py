@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from models.training.run_files import read_run
-from models.training.selection import graph_family
+from models.training.family_split import graph_family
 
 SPLITS = {"cv": ("cv_seed_per_graph", "held-out-family CV of the train graphs (--folds)"),
           "valid": ("seed_per_graph", "the valid split")}

@@ -30,7 +30,7 @@ from models.api.candidates import config_key, graph_arrays, read_candidates
 from models.api.graph_state import with_configs
 from features.npz.find import list_npz
 from features.npz.read import read_graph
-from features.rows.selection import target_runtime
+from features.rows.row_selection import target_runtime
 
 from models.api import CostModel
 from models.training.fold_models import fold_models

@@ -28,8 +28,9 @@ from models.training.xgb import XGBoostRank
 
 
 def cluster_fit(client):
-    """fit(model, train) -> model for models/training/selection.py: the model trained on `client`'s
-    cluster for its params.n_estimators rounds (no early stopping there: see selection.py)."""
+    """fit(model, train) -> model for models/training/family_split.py: the model trained on
+    `client`'s cluster for its params.n_estimators rounds (no early stopping there: see
+    family_split.py)."""
     def fit(model, train: FeatureSet | BinnedRows):
         train = train.matrix if isinstance(train, BinnedRows) else train
         if isinstance(model, XGBoostRank):

@@ -15,7 +15,7 @@ from features.schema import collection_slug
 
 from models.training.run_files import models_in, partner_kind, read_run
 from models.training.runs import TrainConfig, fit_partners, fit_seeds, rows_of
-from models.training.selection import family_folds
+from models.training.family_split import family_folds
 
 HELD = "held_out.json"
 

@@ -1,5 +1,5 @@
 """A LightGBM booster's trees as flat arrays, scored by a Numba kernel: the rankers' and the node
-learner's predictions, a tuner round's main cost (models/records/README.md, "Node rows scored by
+learner's predictions, a tuner round's main cost (docs/records/README.md, "Node rows scored by
 Numba").
 
 LightGBM's own predict walks one row at a time through every tree, each step waiting on the

@@ -5,7 +5,8 @@ LambdaRank: labels are per-graph runtime ranks binned into `n_grades` levels wit
 used each round, or sampled per boosting bag with `oversize="bag"`); gains
 and truncation follow the metric (full list for layout's Kendall, top-heavy for tile's top-5);
 early stopping watches the competition metric, not NDCG, on the graphs `fit` is given to watch
-(models/training/selection.py passes held-out train families, never the graphs a score is reported on).
+(models/training/family_split.py passes held-out train families, never the graphs a score is
+reported on).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from models.training.base import (MAX_LGBM_GROUP, read_params, round_grid, runti
 class TreeParams:
     """Settings every LightGBM objective here shares."""
 
-    n_estimators: int = 300         # the settings every dev CV ran at (models/records/)
+    n_estimators: int = 300         # the settings every dev CV ran at (docs/records/)
     learning_rate: float = 0.1
     num_leaves: int = 31
     min_data_in_leaf: int = 20
@@ -78,7 +79,7 @@ class RegressionParams(TreeParams):
 
 # Per collection kind: layout is scored on the whole order (every pair counts: linear gains, no
 # truncation, small sub-groups keep the pairs cheap), tile on its top 5. Chosen by family CV on
-# the dev set; the runs and their numbers are in models/records/.
+# the dev set; the runs and their numbers are in docs/records/.
 LAMBDARANK_DEFAULTS = {
     "layout": LambdaRankParams(n_grades=64, max_group_size=125),
     "tile": LambdaRankParams(gain="exponential", truncation_level=10, min_data_in_leaf=100,
@@ -88,7 +89,7 @@ REGRESSION_DEFAULTS = {"layout": RegressionParams(), "tile": RegressionParams()}
 
 
 # Column-wise histograms: built only for the features a tree samples (10-20% less per round on
-# dev rows, models/records/). No pre-filter of the features min_data_in_leaf cannot split: rows
+# dev rows, docs/records/). No pre-filter of the features min_data_in_leaf cannot split: rows
 # streamed into bins (binned.py) are binned without min_data_in_leaf (LightGBM passes only its
 # dataset parameters there), so with it the streamed and in-memory bins would differ.
 def _common(p) -> dict:
@@ -138,7 +139,7 @@ class LightGBMRanker:
 
     def fit(self, train: FeatureSet, valid: FeatureSet | None = None):
         """valid: graphs to early-stop on; train and valid may be views of one matrix
-        (selection.fit_and_watched), so valid is binned here, while it holds its rows."""
+        (family_split.fit_and_watched), so valid is binned here, while it holds its rows."""
         binned = bin_rows(train, list(train.columns), self.grouping, self.labels,
                           self.lgb_params())
         watched = None

@@ -153,7 +153,7 @@ class NodeModel:
 class RowScores:
     """One node learner's scores of the node rows of one graph seen so far, by row key: an
     autotuner's candidates share most node rows from call to call, and scoring the rows is
-    most of the learner's cost, even walked by Numba (models/records/README.md, "Node rows
+    most of the learner's cost, even walked by Numba (docs/records/README.md, "Node rows
     scored by Numba")."""
 
     def __init__(self):

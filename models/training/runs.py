@@ -37,14 +37,14 @@ from models.training.lgbm import (REGRESSION_DEFAULTS, LightGBMRanker, Regressio
                                   RegressionPartner)
 from models.training.node_learner import NODE_COLLECTIONS, NodeModel, NodeParams
 from models.training.run_files import mean_normalized, partner_kind
-from models.training.selection import family_folds, fit_family_stopped
+from models.training.family_split import family_folds, fit_family_stopped
 
 MODELS_DIR = Path(__file__).resolve().parents[1]
 N_RANDOM_ORDERS = 5
 # Ranker parameters a run sets itself, so an override of them would be ignored: -> the option.
 RUN_SET_PARAMS = {"seed": "--seed"}
 # Collections where each lambdarank seed has a regression partner averaged in (as the node
-# learner is on NODE_COLLECTIONS): family CV on the dev set chose both (models/records/)
+# learner is on NODE_COLLECTIONS): family CV on the dev set chose both (docs/records/)
 REGRESSION_PARTNER_COLLECTIONS = ("layout:xla:random", "layout:nlp:random")
 # A split's rows, or the cache entry they are loaded from when training needs them, so `train`
 # holds one collection's matrices at a time instead of every collection's.
@@ -219,7 +219,7 @@ def matrix_needed(cfg: TrainConfig, fit_final=None) -> bool:
 
 def fit_seeds(cfg: TrainConfig, train: FeatureSet | BinnedRows, fit_final=None):
     """One model per seed, each early-stopped on held-out train families (never on valid).
-    fit_final: see selection.fit_family_stopped."""
+    fit_final: see family_split.fit_family_stopped."""
     cls, _ = RANKERS[cfg.ranker]
     if isinstance(train, FeatureSet):
         train = fit_source(cfg, train, fit_final=fit_final)
@@ -329,7 +329,7 @@ def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path
                      is_default: np.ndarray | None = None, fit_final=None,
                      log=print) -> CollectionResult:
     """is_default: (valid rows,) bool, the row's config is the compiler default (for the report).
-    fit_final: see selection.fit_family_stopped. An entry is loaded here, the valid rows only
+    fit_final: see family_split.fit_family_stopped. An entry is loaded here, the valid rows only
     once the train rows are let go: one matrix is held at a time."""
     start, clock = time.perf_counter(), diagnostics.Stopwatch()
     with clock("load"):
@@ -411,7 +411,8 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
 
     default_rows: per collection, which validation rows hold the compiler's default config.
     client: a dask.distributed Client; each final fit then runs on its cluster
-    (models/training/dask_train.py), the rounds still chosen here (selection.fit_family_stopped)."""
+    (models/training/dask_train.py), the rounds still chosen here
+    (family_split.fit_family_stopped)."""
     if not data:
         raise ValueError("no collections to train")
     bare = {c: (loaded(t, ()), loaded(v, ())) for c, (t, v) in data.items()}   # no features

@@ -43,7 +43,7 @@ class XGBoostParams:
         fractions(self, "subsample", "colsample_bytree")
 
 
-# Family CV on the dev layout collections: 0.005 below LambdaRank's (models/records/).
+# Family CV on the dev layout collections: 0.005 below LambdaRank's (docs/records/).
 XGBOOST_DEFAULTS = {"layout": XGBoostParams(), "tile": XGBoostParams()}
 
 

@@ -7,7 +7,7 @@ Why beside the evolution (search.py): the model's score has valleys a step at a 
 cross. On a dev transformer, the file config the model likes best sets 56 groups, and 50 of
 them, set alone from the compiler default, lower the score: mutations from the default stall a
 few groups out (score 1.15 against the file's 1.18), while draws that set many groups at once,
-refit to the best, pass it (1.24 in 8,000 scores). models/records/tuner_stand_in.md.
+refit to the best, pass it (1.24 in 8,000 scores). docs/records/tuner_stand_in.md.
 """
 from __future__ import annotations
 

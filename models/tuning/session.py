@@ -3,6 +3,7 @@ resumes from.
 
     OUT/state/session.json      what the search was started with (a rerun must match it)
     OUT/state/measurements.bin  every measurement, appended and synced as it arrives
+    OUT/state/lock              held (flock) by the tune running in OUT; names its process id
     OUT/best.npy, best.json     the confirmed best config, and how it was made
     OUT/progress.png            best so far against measurements
 
@@ -12,26 +13,33 @@ it runs out; only then is the command run again. Nothing the command answered is
 a batch the command was still measuring when the run stopped is measured again (its runtimes
 never arrived).
 
+One tune at a time owns OUT: while it runs, another tune into the same OUT is refused before it
+reads or writes anything there, since two appending to one log would leave a state neither can
+resume. The lock is the kernel's (flock), so a tune that dies, however it dies, leaves no lock
+behind.
+
 The model is any object with CostModel.tune's signature: this module never imports models.api.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shlex
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from features.schema import GRAPH_KEYS, N_LAYOUT_CONFIG_FEAT as SLOTS
 from models.tuning.tuner import TuneResult, TuneSettings
 
-STATE, LOG, SESSION = "state", "measurements.bin", "session.json"
+STATE, LOG, SESSION, LOCK = "state", "measurements.bin", "session.json", "lock"
 RUNTIME_BYTES = 8   # float64 after each config's bytes in the log
 
 
@@ -41,6 +49,10 @@ class MeasureCommandError(ValueError):
 
 class StateMismatchError(ValueError):
     """The state directory was started by another search (program, run, seed or settings)."""
+
+
+class StateBusyError(ValueError):
+    """Another tune is running in the --out directory."""
 
 
 def load_program(path: Path) -> dict[str, np.ndarray]:
@@ -166,6 +178,35 @@ def program_digest(graph: dict[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
+@contextmanager
+def owned(out: Path) -> Iterator[Path]:
+    """OUT/state, held by this tune for the block: an exclusive flock on OUT/state/lock, let go
+    when the block ends or the process does. StateBusyError when another tune holds it."""
+    state = Path(out) / STATE
+    state.mkdir(parents=True, exist_ok=True)
+    fd = os.open(state / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.pread(fd, 20, 0).decode(errors="replace").strip()
+            raise StateBusyError(f"{out}: another tune is running in this directory"
+                                 f"{f' (process {pid})' if pid else ''}; wait for it to end or "
+                                 f"tune into another --out directory") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield state
+    finally:
+        os.close(fd)     # lets the lock go
+
+
+def check_free(out: Path) -> None:
+    """StateBusyError now when another tune runs in OUT, so that a command refuses before it
+    loads a model; tune_program takes OUT for the run itself."""
+    with owned(out):
+        pass
+
+
 def open_state(out: Path, identity: dict) -> Path:
     """OUT/state, made with `identity` or checked against the one it was made with."""
     state = Path(out) / STATE
@@ -214,8 +255,14 @@ def progress_printer(stream=None) -> Callable[[Replaying], None]:
 
 
 def tune_program(model: Any, job: TuneJob, run: str, log=print) -> TuneResult:
-    """Tune the program with model (CostModel.tune) and the job's command; results in job.out.
-    `run` names the model's run for the record and the state's identity."""
+    """Tune the program with model (CostModel.tune) and the job's command; results in job.out,
+    which the call owns while it runs (StateBusyError when another tune does). `run` names the
+    model's run for the record and the state's identity."""
+    with owned(job.out):
+        return _tune_owned(model, job, run, log)
+
+
+def _tune_owned(model: Any, job: TuneJob, run: str, log) -> TuneResult:
     graph = load_program(job.program)
     identity = {"program": program_digest(graph), "run": run, "seed": job.seed,
                 "budget": job.budget, "collection": job.collection,

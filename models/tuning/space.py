@@ -25,7 +25,7 @@ import numpy as np
 from features.graph import roles as R
 from features.graph.per_graph import ranks
 from features.npz.graph import Graph
-from features.npz.kernels import row_hash
+from features.npz.read_kernels import row_hash
 from features.schema import CONVOLUTION, DOT, N_LAYOUT_CONFIG_FEAT, SLOT_GROUP, SLOT_GROUPS
 
 LAYOUT_GROUPS = SLOT_GROUPS     # node_config_feat[..., 6g:6g+6], section 3.2

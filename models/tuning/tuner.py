@@ -31,11 +31,13 @@ MIN_NOISE = 0.005    # sd of log runtime assumed at least, whatever the repeats 
 @dataclass(frozen=True)
 class TuneSettings:
     batch: int = 5            # configs measured per round: an update every 5 measurements
-                              # finds more than every 8 (records, fifteenth session)
+                              # finds more than every 8 (docs/records/tuner_stand_in.md,
+                              # "2026-11-28: `tune` measures rounds of 5")
     explore: int = 2          # of them, picked by score + kappa * spread (the rest by score)
     kappa: float = 2.0
     drawn: int = 1            # of the exploring ones, drawn at random instead: a family the
-                              # model misjudges is found so, then learnt from (records)
+                              # model misjudges is found so, then learnt from (records,
+                              # "2026-11-27: one exploring pick drawn at random")
     confirm: int = 3          # measurements at the end besides the default's: the best
                               # confirm - 1 again, then the best of them once more (1: the
                               # best); fewer on a small budget (_reserve)
@@ -269,7 +271,7 @@ def _remeasure(ledger: Ledger, default: int | None, n: int) -> None:
     the default with fewer rivals to correct for than the reserve spread over more configs:
     with 1% noise, a 3% gain confirmed on 65% of simulated trials instead of 55% (the best three
     once each), and on the test's space of configs 0.1% slower, one returned in 3 of 300
-    searches instead of 11 (models/records/tuner_stand_in.md)."""
+    searches instead of 11 (docs/records/tuner_stand_in.md)."""
     ranked = ledger.ranked()
     size = n - 1 if n > 2 else n
     first = ranked[:size]

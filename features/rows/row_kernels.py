@@ -1,5 +1,5 @@
 """The row kernels of the feature builder: array -> array, settings passed as arguments (the
-read's own kernels are features/npz/kernels.py).
+read's own kernels are features/npz/read_kernels.py).
 
 They share one file because Numba's on-disk cache does not notice edits to functions defined in
 other files; module-level integers below are compile-time constants of this same file.
@@ -12,7 +12,7 @@ once per node or per tile of nodes are not inlined, except the loop over distinc
 written once (_distinct_values), it is inlined into both kernels that use it,
 layout_config_features (through _memo_nodes) and node_rows, because compiled as a function of its
 own it compiled in half the time but made the layout rows about 1.5x slower
-(models/records/README.md).
+(docs/records/README.md).
 """
 from __future__ import annotations
 

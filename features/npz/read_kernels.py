@@ -1,8 +1,8 @@
 """The Numba kernels a read runs over node_config_feat while it is inflated: the int8 check, the
 row hash that deduplicates configs, and the slots each node's configs set.
 
-Apart from the row kernels (features/rows/kernels.py): Numba's on-disk cache does not notice edits
-to functions defined in other files, and none of these call or are called by those.
+Apart from the row kernels (features/rows/row_kernels.py): Numba's on-disk cache does not notice
+edits to functions defined in other files, and none of these call or are called by those.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import pytest
 
 from models.training.lgbm import LAMBDARANK_DEFAULTS, REGRESSION_DEFAULTS, LambdaRank, Regression
 from models.training.row_order import rows_in_order
-from models.training.selection import (early_stop_split, family_folds, fit_and_watched,
+from models.training.family_split import (early_stop_split, family_folds, fit_and_watched,
                                        fit_family_stopped, graph_family)
 from tests.conftest import make_ranking
 

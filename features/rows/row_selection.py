@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from features.npz.kernels import row_hash
+from features.npz.read_kernels import row_hash
 from features.npz.graph import Graph
 from features.schema import is_tile
 
