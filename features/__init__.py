@@ -12,6 +12,16 @@ import os
 # 1,000 MB resident, and 664 MB with freed pages returned at once, for about 1 s more. Read
 # when polars is first imported (so before the imports below); a user's own setting wins.
 os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
+# OpenMP threads (LightGBM's, XGBoost's, scikit-learn's, Numba's parallel kernels) sleep when
+# they wait instead of spinning first (GNU libgomp: up to 300,000 spins, about 3 ms, at every
+# barrier): with another process on one of two cores, a spinning thread held a core while the
+# thread it waited for had none, and a LambdaRank fit took 10x its time on two idle cores
+# instead of about 2x; on idle cores, sleeping costs nothing measurable (issue 61; numbers in
+# models/records/speed_shared_machine.md). Read when each OpenMP runtime loads, so here, before
+# any is imported (models/__init__.py imports this package first); a user's own setting of
+# either variable wins.
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 from features.cache.build import (  # noqa: E402
     BadFilesError, build_entries, build_entry, load_entry, load_or_build, uses_pool)
