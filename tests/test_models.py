@@ -227,7 +227,7 @@ def _openmp_settings(**env) -> tuple[str, str, str]:
 
 
 def test_openmp_threads_spin_briefly_unless_the_user_says_otherwise():
-    # issue 61: libgomp's 3 ms of spinning took 3.5-5.1x a fit's time beside a busy loop
+    # issue 61: libgomp's 3 ms of spinning took 3.0-5.1x a fit's time beside a busy loop
     policy, spin, printed = _openmp_settings()
     assert (policy, spin) == ("-", "10000")
     if "GOMP_SPINCOUNT" in printed:   # GNU libgomp (the Linux wheels) read it
