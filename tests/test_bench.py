@@ -10,6 +10,8 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 import pytest
 
+from models.bench import projection as pj
+from models.bench import run
 from models.bench import stages as st
 from models.bench.run import FLOOR, run_bench, format_bench
 from models.training.runs import TrainConfig
@@ -49,10 +51,14 @@ def test_stage_statistics_and_pairwise_ratios():
         _stage("short", [1.0]).ratios_to(floor)
 
 
-def test_notes_are_medians_over_rounds():
-    rounds = [{"fit": 3.0, "split": {"read": 0.1}}, {"fit": 1.0, "split": {"read": 0.3}},
-              {"fit": 2.0, "split": {"read": 0.2}}]
-    assert st.median_notes(rounds) == {"fit": 2.0, "split": {"read": 0.2}}
+def test_notes_are_medians_over_rounds_or_their_least_times():
+    rounds = [{"fit": 3.0, "split": {"read": 0.1, "peak_mb": 5.0}},
+              {"fit": 1.0, "split": {"read": 0.3, "peak_mb": 7.0}},
+              {"fit": 2.0, "split": {"read": 0.2, "peak_mb": 6.0}}]
+    assert st.round_notes(rounds) == {"fit": 2.0, "split": {"read": 0.2, "peak_mb": 6.0}}
+    # memory is not a time: the median still
+    assert st.round_notes(rounds, fastest=True) == {"fit": 1.0,
+                                                    "split": {"read": 0.1, "peak_mb": 6.0}}
 
 
 def test_bad_input_fails_before_anything_is_generated(tmp_path):
@@ -108,13 +114,32 @@ def test_a_small_run_reports_every_stage_the_projection_and_the_ranking(tmp_path
         assert row.split()[-1] == last
     for collection in ("tile:xla", "layout:xla:default", "layout:nlp:random"):
         assert any(line.startswith(collection + " ") for line in lines)
-    assert any(line.startswith("end to end ") and "target" not in line for line in lines)
     assert any(line.startswith("dominant: ") for line in lines)
+    saved = json.loads((result.inputs.root / "bench.json").read_text())
+    # the ratio against the floor stage's time, per configurable-node config, times the
+    # download's (every split of every layout file, whole), on the bench's two processes
+    floor_stage = table[FLOOR]
+    units = sum((f * c) * n.config_nodes for n in pj.DOWNLOAD.values()
+                for f, c in zip(n.files, n.configs))
+    per_unit = 1 / (TINY.layout_configs * TINY.layout_config_nodes * 2)
+    for pick, floor_s in (("median", floor_stage.seconds), ("fastest", floor_stage.fastest)):
+        projected = saved["projection"][pick]
+        assert projected["floor_s"] == pytest.approx(floor_s * units * per_unit)
+        assert projected["ratio"] == pytest.approx(projected["end_to_end_s"] / floor_s
+                                                   / (units * per_unit))
+    median = saved["projection"]["median"]
+    assert median["end_to_end_s"] == pytest.approx(pj.end_to_end_s(pj.project_download(
+        run.unit_costs(result))))
+    ratio = (f"end to end {median['end_to_end_s'] / 60:.1f} min = {median['ratio']:.1f} x the "
+             f"floor ({median['floor_s'] / 60:.1f} min), peak {median['peak_mb']:,.0f} MB")
+    assert ratio in lines   # not judged: no targets after it
+    fastest = saved["projection"]["fastest"]
+    assert (f"from each stage's fastest run (the least load): end to end "
+            f"{fastest['end_to_end_s'] / 60:.1f} min = {fastest['ratio']:.1f} x the floor") in text
     models = 2 * TrainConfig.seeds    # each seed's lambdarank and its regression partner
     assert f"per 1,000 layout candidates, with a default run's {models} models" in text
     assert "CostModel.load(run, seeds=1)" in text
     # the tuner round searches with what `tune` uses: a default collection's rankers and nodes
     assert f"on layout:xla:default's {models} models (`tune`'s default" in text
-    saved = json.loads((result.inputs.root / "bench.json").read_text())
     assert saved["units"]["workers"] == 2 and saved["units"]["tile"]["columns"] > 0
     assert set(saved["stages"][0]) >= {"name", "runs"}

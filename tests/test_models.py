@@ -1,6 +1,11 @@
 """Rankers: labels, groups, the sign convention, save/load, and quality floors."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -207,3 +212,25 @@ def test_random_collections_average_a_regression_into_each_lambdarank_seed(rng, 
         result = train_collection(cfg, train, valid, out)
         assert [p.name for p in out.glob("*-*")] == ["seed-0"]
         assert result.ranker_seed_means == pytest.approx(result.seed_means)
+
+
+def _openmp_settings(**env) -> tuple[str, str, str]:
+    """OMP_WAIT_POLICY and GOMP_SPINCOUNT ("-": not set) after importing a ranker module, and
+    what LightGBM's OpenMP runtime printed of its settings, in a fresh process given env."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    code = ("import os, models.training.lgbm, lightgbm; "
+            "print(*(os.environ.get(k, '-') for k in ('OMP_WAIT_POLICY', 'GOMP_SPINCOUNT')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          env={**clean, "OMP_DISPLAY_ENV": "VERBOSE", **env},
+                          cwd=Path(__file__).resolve().parents[1])
+    return (*done.stdout.split(), done.stderr)
+
+
+def test_openmp_threads_spin_briefly_unless_the_user_says_otherwise():
+    # issue 61: libgomp's 3 ms of spinning took 3.0-5.1x a fit's time beside a busy loop
+    policy, spin, printed = _openmp_settings()
+    assert (policy, spin) == ("-", "10000")
+    if "GOMP_SPINCOUNT" in printed:   # GNU libgomp (the Linux wheels) read it
+        assert "GOMP_SPINCOUNT = '10000'" in printed
+    assert _openmp_settings(GOMP_SPINCOUNT="300000")[:2] == ("-", "300000")
+    assert _openmp_settings(OMP_WAIT_POLICY="PASSIVE")[:2] == ("PASSIVE", "-")

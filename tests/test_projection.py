@@ -1,7 +1,7 @@
 """The full download's projection (models/bench/projection.py) and the unit costs behind it."""
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +14,9 @@ from models.bench import run
 
 TRAIN = pj.TrainUnits(load=0.0, fit=0.0, check=0.0, predict=0.0, bin_memory=0.0,
                       fit_memory=0.0, check_memory=0.0, columns=300)
-ZERO = pj.UnitCosts(read=0.0, featurize=0.0, graph=0.0, tile_file=0.0, entry=0.0, pool=0.0,
-                    workers=2, baseline_mb=0.0, tile=TRAIN, layout=replace(TRAIN, columns=600))
+ZERO = pj.UnitCosts(floor=0.0, read=0.0, featurize=0.0, graph=0.0, tile_file=0.0, entry=0.0,
+                    pool=0.0, workers=2, baseline_mb=0.0, tile=TRAIN,
+                    layout=replace(TRAIN, columns=600))
 LAYOUT = pj.Counts(files=(10, 2, 3), configs=(5000.0, 4000.0, 1000.0), nodes=3000.0,
                    config_nodes=400.0)
 TILE = pj.Counts(files=(100, 10, 20), configs=(1500.0,) * 3, nodes=40.0, config_nodes=0.0)
@@ -84,18 +85,43 @@ def test_train_and_submit_are_rows_times_rounds_times_unit_costs():
     assert 2.0 * valid * 4 > 500 * 16    # the valid rows' above the sample of 500 train rows
 
 
+def test_the_floor_inflates_every_layout_files_node_config_feat_once():
+    u = replace(ZERO, floor=1e-8, workers=2)
+    # every split's files whole (train files too): (10 x 5,000 + 2 x 4,000 + 3 x 1,000)
+    # configs x 400 configurable nodes; tile files have no node_config_feat
+    assert pj.project_floor(u, {"a": LAYOUT, "tile": TILE}) == \
+        pytest.approx(61_000 * 400 * 1e-8 / 2)
+    # the download's configs x configurable nodes, collection by collection (DOWNLOAD's comment)
+    units = ((61 + 7) * 7572 + 8 * 1000) * 780 + ((69 + 7) * 7572 + 8 * 1000) * 780 \
+        + ((198 + 20) * 71600 + 17 * 1000) * 504 + ((207 + 20) * 71600 + 17 * 1000) * 504
+    assert pj.project_floor(u) == pytest.approx(units * 1e-8 / 2)
+    assert pj.project_floor(replace(u, workers=1)) == pytest.approx(units * 1e-8)
+
+
+# a floor of 600 s on two processes
+FLOOR_UNIT = 600.0 * 2 / 16_938_551_040
+
+
 def test_the_report_judges_the_targets_at_full_size_and_names_the_dominant_stage():
     p = [pj.Projection("tile:xla", 100.0, 1500.0, 300.0, 10, 7000.0),
          pj.Projection("layout:nlp:random", 60.0, 0.0, 0.0, 10, 9000.0)]
-    judged = pj.format_projection(p, 1000.0, judged=True)
-    assert judged[-2] == ("end to end 32.7 min, peak 10,000 MB; 12-minute target MISSED, "
-                          "4,096 MB target MISSED")
+    summary = pj.summarize(p, replace(ZERO, floor=FLOOR_UNIT, baseline_mb=1000.0))
+    # 1,960 s end to end against a floor of 600 s; the baseline under the largest peak
+    assert summary.floor_s == pytest.approx(600.0) and summary.end_to_end_s == 1960.0
+    assert summary.ratio == pytest.approx(1960.0 / 600.0) and summary.peak_mb == 10_000.0
+    assert summary.record() == pytest.approx({"end_to_end_s": 1960.0, "floor_s": 600.0,
+                                              "ratio": 1960.0 / 600.0, "peak_mb": 10_000.0})
+    judged = pj.format_projection(p, summary, judged=True)
+    assert judged[-2] == ("end to end 32.7 min = 3.3 x the floor (10.0 min), peak 10,000 MB; "
+                          "12-minute target MISSED, 4,096 MB target MISSED")
     assert judged[-1] == "dominant: train of tile:xla, 25.0 min (77% of the total)"
     assert judged[2].split() == ["tile:xla", "100", "1500", "300", "10", "7000"]
-    assert "target" not in "\n".join(pj.format_projection(p, 1000.0, judged=False))
-    fits = pj.format_projection([replace(p[0], train_s=100.0, peak_mb=3000.0)], 100.0,
+    assert "target" not in "\n".join(pj.format_projection(p, summary, judged=False))
+    one = [replace(p[0], train_s=100.0, peak_mb=3000.0)]
+    fits = pj.format_projection(one, pj.summarize(one, replace(ZERO, baseline_mb=100.0)),
                                 judged=True)
     assert fits[-2].endswith("12-minute target met, 4,096 MB target met")
+    assert pj.summarize(one, ZERO).ratio == float("inf")   # no floor measured
 
 
 def test_download_counts_stay_within_the_largest_published_file():
@@ -121,7 +147,7 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
     read, featurize, tables, entry = 2e-9, 5e-9, 1.2, 0.7
     done = pj.featurized(c, FeatureConfig().max_train_configs_layout)
     few = tables + entry
-    times = {run.BASELINE: (0.0, 300.0), run.FEW_BUILD: (few, 0.0),
+    times = {run.BASELINE: (0.0, 300.0), run.FLOOR: (2.7, 0.0), run.FEW_BUILD: (few, 0.0),
              run.DEFAULT_BUILD: (few + nc * (c * read + done * featurize), 0.0),
              run.ALL_BUILD: (few + nc * c * (read + featurize), 0.0),
              run.TILE_BUILD.format(workers=w): (10.0, 0.0), run.POOL.format(workers=w): (1.2, 0.0),
@@ -132,11 +158,52 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
         "tile": _train_notes(400_000, 300, 100, 3e-6, 4e-7, 1e-7, 6e-8, 500.0, (550.0, 1300.0)),
         "layout": _train_notes(50_000, 650, 100, 8e-6, 9e-7, 2e-7, 5e-8, 100.0, (500.0, 400.0))}}
     r = run.BenchResult(spec, st.Inputs(Path("x"), False), st.conditions(), (0.0,) * 3, stages,
-                        notes, w)
+                        notes, notes, w)
     u = run.unit_costs(r)
+    assert u.floor == pytest.approx(2.7 / (c * nc))
     assert u.read == pytest.approx(read) and u.featurize == pytest.approx(featurize)
     assert u.graph == pytest.approx(tables / spec.layout_nodes)
     assert u.entry == pytest.approx(entry) and u.pool == 1.2 and u.baseline_mb == 300.0
     assert u.tile_file == pytest.approx(10.0 * w / spec.tile_kernels)
     assert u.tile == pytest.approx(pj.TrainUnits(6e-8, 3e-6, 4e-7, 1e-7, 0.5, 0.5, 2.0, 300))
     assert u.layout == pytest.approx(pj.TrainUnits(5e-8, 8e-6, 9e-7, 2e-7, 2.0, 2.0, 1.0, 650))
+
+
+def test_the_fastest_projection_takes_each_stages_fastest_run_and_the_medians_memory():
+    """The same stages run twice more, slower: the projection from each stage's fastest run is
+    the one-run projection, and the ratio from the medians shows the load."""
+    spec, w = st.BenchSpec(), 2
+    names = [run.BASELINE, run.FLOOR, run.FEW_BUILD, run.DEFAULT_BUILD, run.ALL_BUILD,
+             run.TILE_BUILD.format(workers=w), run.POOL.format(workers=w)]
+    seconds = dict(zip(names, [0.0, 2.7, 2.0, 30.0, 60.0, 10.0, 1.2]))
+    rounds = [{"graph_tables_s": 1.2 * k, "train": {
+        kind: _train_notes(50_000, 300, 100, 3e-6 * k, 4e-7 * k, 1e-7 * k, 6e-8 * k, 100.0,
+                           (500.0 * k, 400.0 * k)) for kind in ("tile", "layout")}}
+        for k in (1, 3, 2)]   # the rounds' notes: times and peaks 1x, 3x, 2x
+
+    def result(factors):
+        stages = [st.Stage(n, [st.Run(t * k, 300.0) for k in factors])
+                  for n, t in seconds.items()]
+        return run.BenchResult(spec, st.Inputs(Path("x"), False), st.conditions(), (0.0,) * 3,
+                               stages, st.round_notes(rounds[:len(factors)]),
+                               st.round_notes(rounds[:len(factors)], fastest=True), w)
+    once, loaded = result([1]), result([1, 3, 2])
+    fast = run.unit_costs(loaded, fastest=True)
+    assert run.unit_costs(loaded).floor == pytest.approx(2 * fast.floor)   # median 2x, min 1x
+    timed = ("load", "fit", "check", "predict")
+    for kind in ("tile", "layout"):
+        f, o, m = (getattr(x, kind) for x in (fast, run.unit_costs(once), run.unit_costs(loaded)))
+        assert [getattr(f, k) for k in timed] == pytest.approx([getattr(o, k) for k in timed])
+        assert f.fit_memory == m.fit_memory != o.fit_memory   # memory: the medians' figures
+    builds = {k: v for k, v in asdict(fast).items() if k not in ("tile", "layout")}
+    assert builds == pytest.approx({k: v for k, v in asdict(run.unit_costs(once)).items()
+                                    if k not in ("tile", "layout")})
+    # the medians: every time twice the fastest, so the end to end and the floor are twice
+    # theirs and the ratio is the same
+    median, least = run.download_summary(run.unit_costs(loaded)), run.download_summary(fast)
+    assert least.floor_s == pytest.approx(2.7 / (spec.layout_configs * spec.layout_config_nodes)
+                                          * 16_938_551_040 / w)
+    assert median.floor_s == pytest.approx(2 * least.floor_s)
+    assert median.end_to_end_s == pytest.approx(2 * least.end_to_end_s)
+    assert median.ratio == pytest.approx(least.ratio)
+    assert least.ratio == pytest.approx(least.end_to_end_s / least.floor_s)

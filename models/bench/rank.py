@@ -209,21 +209,24 @@ def _real_latency(model: CostModel, spec: RankSpec, rng) -> dict:
 
 def rank_notes(spec: RankSpec, log=print) -> dict:
     """Measure in a fresh child, whose libraries read these settings when it starts. Its OpenMP
-    threads wait passively (unless OMP_WAIT_POLICY says otherwise): LightGBM starts them while
-    training on both cores, and once the child is pinned to one, a thread spinning at a barrier
-    took the core from the next call (warm 100 ms against 93). Its BLAS runs one thread, as
-    Numba does: a second one on the same core only waits for the first (a tuner update's small
-    Cholesky factorisations took 16 ms each instead of 0.1-1, a round 2.1-3.6 s against 1.3)."""
+    threads wait passively, not spinning at all (not even features/__init__.py's short spin):
+    LightGBM starts them while training on both cores, and once the child is pinned to one, a
+    thread spinning at a barrier took the core from the next call (warm 100 ms against 93). Its
+    BLAS runs one thread, as Numba does: a second one on the same core only waits for the first
+    (a tuner update's small Cholesky factorisations took 16 ms each instead of 0.1-1, a round
+    2.1-3.6 s against 1.3)."""
     log("  ranking API latency (trains its models first) ...")
-    child_env = {"OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_NUM_THREADS": "1"}
+    child_env = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0", "OPENBLAS_NUM_THREADS": "1"}
     before = {k: os.environ.get(k) for k in child_env}
-    os.environ.update({k: before[k] or v for k, v in child_env.items()})
+    os.environ.update(child_env)
     try:
         child, result = stages.measure(rank_latency, spec)
     finally:
         for k, v in before.items():
             if v is None:
                 del os.environ[k]
+            else:
+                os.environ[k] = v
     return {**result, "spec": spec, "peak_rss_mb": child.peak_rss_mb}
 
 

@@ -74,6 +74,11 @@ class Stage:
         return statistics.median(r.seconds for r in self.runs)
 
     @property
+    def fastest(self) -> float:
+        """The least of the runs: the stage's time with the least load the run saw."""
+        return min(r.seconds for r in self.runs)
+
+    @property
     def seconds_range(self) -> tuple[float, float]:
         return min(r.seconds for r in self.runs), max(r.seconds for r in self.runs)
 
@@ -129,12 +134,18 @@ class Recorder:
         return result
 
 
-def median_notes(rounds: list[dict]) -> dict:
-    """Per key, the median over rounds of what the stages returned (nested dicts key by key)."""
+def round_notes(rounds: list[dict], *, fastest: bool = False) -> dict:
+    """Per key, the median over rounds of what the stages returned (nested dicts key by key);
+    fastest: the least instead, but for memory (keys ending in _mb), still the median, so a
+    projection from the fastest runs differs from the median's in its times alone."""
     out = {}
     for key, first in rounds[0].items():
         values = [r[key] for r in rounds]
-        out[key] = median_notes(values) if isinstance(first, dict) else statistics.median(values)
+        if isinstance(first, dict):
+            out[key] = round_notes(values, fastest=fastest)
+        else:
+            least = fastest and not key.endswith("_mb")
+            out[key] = min(values) if least else statistics.median(values)
     return out
 
 
