@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.training.selection import graph_family
+from models.training.family_split import graph_family
 
 
 def format_table(result: dict) -> str:
