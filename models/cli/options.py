@@ -1,8 +1,8 @@
 """Each command's options for pipeline.py, as option groups: a function adding some options to
 a subparser. OPTION_GROUPS says which groups each command has, in --help order.
 
-The rankers are imported inside the groups that need them (train, tune-sim), so a build or
-another command's --help does not wait seconds for LightGBM and XGBoost."""
+The model side is imported inside the groups that need it (train's rankers, tune-sim's tuner
+settings), so a build or another command's --help does not wait seconds for LightGBM."""
 from __future__ import annotations
 
 import argparse
