@@ -6,6 +6,7 @@ import io
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -264,3 +265,43 @@ def test_a_rerun_with_other_settings_is_refused(trained_run, program, measure_sc
     other = _tune(trained_run, program, _command(measure_script), out, budget=12, env=env)
     assert other.returncode == 2
     assert "was started with budget = 10, not 12" in other.stderr
+
+
+README = ROOT / "README.md"
+
+
+def _readme_tune_line() -> str:
+    return next(line for line in README.read_text().splitlines()
+                if line.startswith("python pipeline.py tune data_cache/sample/"))
+
+
+def test_the_readme_tune_example_runs_with_the_toy_measure(trained_run, program, tmp_path,
+                                                          monkeypatch):
+    """The README's `tune` line: its program is a file the quick start's sample holds, and its
+    measure command (the toy stand-in for hardware) runs as written, here on the tiny sample."""
+    from features.npz.find import collection_dir
+    from models.sample.generate import _name
+    words = shlex.split(_readme_tune_line())
+    file = Path(words[3])
+    xla_valid = collection_dir("layout:xla:default")
+    assert file == Path("data_cache/sample/npz_all/npz") / xla_valid / "valid" / \
+        f"{_name(None, 'xla', 'valid', 0)}.npz"
+    command = words[words.index("--measure") + 1]
+    assert command.startswith("python ")
+    monkeypatch.chdir(ROOT)       # the script's path in the README is relative to the clone
+    out = tmp_path / "tuned"
+    done = _tune(trained_run, program, sys.executable + command[len("python"):], out, budget=12)
+    assert done.returncode == 0, done.stderr
+    best = json.loads((out / "best.json").read_text())
+    assert best["measurements"] == 12 and "toy_measure" in best["made_by"]["measure"]
+
+
+def test_the_toy_measure_says_it_is_not_hardware_and_prints_one_runtime_a_config(tmp_path):
+    configs = np.full((3, 4, 18), -1, np.int8)
+    configs[1, 0, :2] = [1, 0]
+    np.save(tmp_path / "c.npy", configs)
+    done = subprocess.run([sys.executable, str(ROOT / "models/tuning/toy_measure.py"),
+                           str(tmp_path / "c.npy")], capture_output=True, text=True)
+    assert done.returncode == 0 and "not a TPU" in done.stderr
+    runtimes = [float(line) for line in done.stdout.split()]
+    assert len(runtimes) == 3 and runtimes[0] == runtimes[2] == 1.0 and runtimes[1] != 1.0

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+import features
 from features.schema import is_tile
 from models.api.candidates import config_key, graph_arrays, read_candidates
 from models.api.graph_state import with_configs
@@ -34,8 +35,8 @@ from features.rows.row_selection import target_runtime
 
 from models.api import CostModel
 from models.training.fold_models import fold_models
-from models.training.run_files import is_partner
 from models.metrics import kendall_tau_b
+from models.training.run_files import is_partner, read_run
 from models.tuning.space import config_keys, group_codes
 from models.tuning.tuner import TuneSettings, choose, exploring_rng
 
@@ -170,6 +171,16 @@ def simulate_graph(model: CostModel, path: Path, collection: str,
             out["near_best"] = near_best(g, runtime, updated,
                                          {"frozen": frozen_scores, "updated": updated_scores})
     return out
+
+
+def fold_train_entries(run_dir: Path, npz_root: Path, collections, cache_dir: Path) -> dict:
+    """The fold models' rows, for `simulate(train_entries=)` with folds: the train split's
+    feature entries of the run's collections, built (or found) with the run's feature settings."""
+    record = read_run(run_dir)
+    cfg = features.FeatureConfig(**record["features"]["settings"])
+    wanted = [c for c in collections if c in record["metrics"]]
+    built = features.build_entries(npz_root, wanted, ("train",), cfg, cache_dir)
+    return {c: built[c, "train"] for c in wanted}
 
 
 def simulate(run_dir: Path, npz_root: Path, collections, s: SimSettings, *,

@@ -1,0 +1,31 @@
+"""How pipeline.py says what the library warns and what failed: one stderr line each, never a
+traceback."""
+from __future__ import annotations
+
+import sys
+import warnings
+from contextlib import contextmanager
+
+
+@contextmanager
+def recorded_warnings():
+    """Every warning raised inside, kept (not printed) in the list it yields: for
+    `warning_lines`, after the command's own line."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield caught
+
+
+def warning_lines(caught) -> None:
+    """The library's warnings as one stderr line each (once per message), not as tracebacks."""
+    for message in dict.fromkeys(str(w.message) for w in caught):
+        print(f"warning: {message}", file=sys.stderr)
+
+
+def error_text(exc: BaseException) -> str:
+    """An OSError as 'PATH: reason' (its repr-like str reads '[Errno 21] ...: 'PATH''), the
+    others as they are."""
+    if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
+        also = f" -> {exc.filename2}" if exc.filename2 is not None else ""
+        return f"{exc.filename}{also}: {exc.strerror}"
+    return str(exc)
