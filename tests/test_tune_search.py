@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from features.npz.find import list_npz
-from models.api.node_effects import INTERCEPT_VAR, EffectsParams, NodeEffects
+from models.api.node_effects import INTERCEPT_VAR, KIND_SCALES, EffectsParams, NodeEffects
 from models.tuning.sampler import LayoutSampler
 from models.tuning.search import SearchSettings, evolve
 from models.tuning.space import (PERM_START, PERMUTATIONS, LayoutSpace, allowed_ranks, config_keys,
@@ -434,8 +434,9 @@ def test_a_layout_measured_on_some_nodes_of_a_kind_is_learnt_for_the_others():
     fresh = space.default(4)
     for i, n in enumerate(range(3, 6)):
         fresh[i + 1, n, :2] = layout                  # one unmeasured node changed each
-    with_kinds = NodeEffects(configs, np.zeros(40), runtimes, kinds=kinds)
-    without = NodeEffects(configs, np.zeros(40), runtimes, EffectsParams(kind=(0.0,)))
+    with_kinds = NodeEffects(configs, np.zeros(40), runtimes, EffectsParams(kind=KIND_SCALES),
+                             kinds)
+    without = NodeEffects(configs, np.zeros(40), runtimes, kinds=kinds)   # the default: off
     gain = lambda m: m.predict(fresh[1:], np.zeros(3))[0] - m.predict(fresh[:1], np.zeros(1))[0]
     np.testing.assert_allclose(gain(with_kinds), -0.04, atol=0.01)
     np.testing.assert_allclose(gain(without), 0.0, atol=0.005)

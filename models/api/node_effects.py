@@ -12,7 +12,7 @@ adds nothing), w_j ~ N(0, effect^2), b ~ N(slope0, slope0^2) with slope0 < 0, a 
 counts the nodes of one kind (features/graph/node_kinds.py) whose group x sets to one layout,
 v_k ~ N(0, kind^2): a layout measured on one copy of a repeated layer is learnt for every copy,
 so the learner generalises to configs it has not measured instead of pinning each runtime on
-the few nodes a measured config happened to change. It is Bayesian linear regression, solved in
+the few nodes a measured config happened to change (off by default: EffectsParams.kind). It is Bayesian linear regression, solved in
 its kernel form (n measurements, not thousands of indicators): k(x, x') = A + slope0^2 s s' +
 effect^2 |phi(x) & phi(x')| + kind^2 psi(x).psi(x'). The noise, effect, kind and slope scales
 are chosen by marginal likelihood over a small grid, and effects of 0 are on the grid: when the
@@ -32,6 +32,7 @@ from threadpoolctl import threadpool_limits
 
 from models.tuning.space import group_codes
 
+KIND_SCALES = (0.0, 0.003, 0.01, 0.03)   # EffectsParams.kind's grid with the kind term on
 CODES = 7 ** 6          # base-7 codes of one slot group (models.tuning.space.group_codes)
 INTERCEPT_VAR = 1.0     # prior variance of the graph's level, log runtime about its mean
 
@@ -43,7 +44,10 @@ class EffectsParams:
     # |log runtime| per score (and its coefficient's sd). No smaller ones: over the narrow
     # score range a search measures, they let the evidence drop the trained model (records)
     slope: tuple[float, ...] = (0.1, 0.3, 1.0)
-    kind: tuple[float, ...] = (0.0, 0.003, 0.01, 0.03)   # sd of a layout's effect on a kind's node
+    # sd of a layout's effect on a kind's node; off (0 alone) by default: on held-out families
+    # of the dev pools it found configs 0.002 slower at 20 measurements on the CNNs, level on
+    # the transformers (docs/records/tuner_learner.md, "layouts shared by a kind of node")
+    kind: tuple[float, ...] = (0.0,)
     min_measurements: int = 3     # fewer: the prior alone
 
 
