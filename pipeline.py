@@ -39,7 +39,7 @@ from models.cli import interrupts
 from models.cli.cluster import connect
 from models.cli.messages import error_text, recorded_warnings, warning_lines
 from models.cli.options import OPTION_GROUPS
-from models.cli.settings import parse_overrides
+from models.overrides import parse_overrides
 
 # The model side is imported where a command needs it, not here: spawned feature-build workers
 # run this file's top level again, and importing LightGBM (which loads scikit-learn) cost each

@@ -71,7 +71,7 @@ def models_package(tmp_path):
 
 
 @pytest.mark.parametrize("module", ["metrics.py", "training/lgbm.py", "training/family_split.py",
-                                    "cli/settings.py"])
+                                    "overrides.py"])
 def test_editing_the_code_that_makes_a_run_changes_the_run_key(models_package, module):
     """The early-stopping metric (metrics.py) and what train imports make a run."""
     before = run_code_digest(models_package)

@@ -95,8 +95,8 @@ class NodeEffects:
         keys = indicators(configs)
         self.vocabulary = np.unique(keys[keys >= 0])
         self.phi = _design(keys, self.vocabulary)
-        # no kinds given: every node its own kind, and the kind term adds nothing new
-        self.kinds = None if kinds is None else np.asarray(kinds, np.int64)
+        # no kinds, or the kind term off: no kind term to build
+        self.kinds = None if kinds is None or not any(params.kind) else np.asarray(kinds, np.int64)
         kind_keys = kind_indicators(configs, self.kinds) if self.kinds is not None else keys[:, :0]
         self.kind_vocabulary = np.unique(kind_keys[kind_keys >= 0])
         self.psi = _design(kind_keys, self.kind_vocabulary)
@@ -139,9 +139,9 @@ class NodeEffects:
         prior_var = (INTERCEPT_VAR + h.slope ** 2 * s ** 2
                      + h.effect ** 2 * (keys >= 0).sum(axis=(1, 2)))
         if h.kind:
-            psi = _design(kind_indicators(configs, self.kinds), self.kind_vocabulary)
-            k += h.kind ** 2 * (psi @ self.psi.T).toarray()
-            prior_var += h.kind ** 2 * _squared_counts(configs, self.kinds)
+            kind_keys = kind_indicators(configs, self.kinds)
+            k += h.kind ** 2 * (_design(kind_keys, self.kind_vocabulary) @ self.psi.T).toarray()
+            prior_var += h.kind ** 2 * _squared_counts(kind_keys)
         mean = -h.slope * s + k @ self._alpha
         explained = np.einsum("ij,ji->i", k, cho_solve(self._factor, k.T))
         return mean, np.sqrt(np.maximum(prior_var - explained, 0.0))
@@ -161,10 +161,10 @@ class NodeEffects:
         return float(np.var(part) / max(np.var(whole), 1e-300)) if h.effect or h.kind else 0.0
 
 
-def _squared_counts(configs: np.ndarray, kinds: np.ndarray) -> np.ndarray:
+def _squared_counts(kind_keys: np.ndarray) -> np.ndarray:
     """(c,) psi(x).psi(x) over every key, the vocabulary's or not: a config's prior variance
-    from kind effects (the sum of each key's count squared)."""
-    keys = np.sort(kind_indicators(configs, kinds).reshape(len(configs), -1), axis=1)
+    from kind effects (the sum of each key's count squared; kind_keys from kind_indicators)."""
+    keys = np.sort(kind_keys.reshape(len(kind_keys), -1), axis=1)
     c, width = keys.shape
     new_run = np.ones_like(keys, bool)
     new_run[:, 1:] = keys[:, 1:] != keys[:, :-1]

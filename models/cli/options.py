@@ -13,7 +13,7 @@ from features.rows.feature_set import FEATURE_FAMILIES
 from features.rows.table import FEATURE_SETS
 from features.schema import is_tile
 from models.cli.cluster import CONNECT_TIMEOUT_S
-from models.cli.settings import describe
+from models.overrides import describe
 
 DEFAULT_CACHE = Path(__file__).resolve().parents[2] / "data_cache"
 

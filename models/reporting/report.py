@@ -47,7 +47,7 @@ class Section:
     diag: dict
     summary: dict
     params: dict            # the ranker's settings for this collection (run.json "params")
-    settings: dict          # the feature settings (run.json models.cli.settings)
+    settings: dict          # the feature settings (run.json features.settings)
 
     @property
     def kind(self) -> str:

@@ -18,7 +18,7 @@ import lightgbm as lgb
 import numpy as np
 
 from features import FeatureSet
-from models.cli.settings import at_least, fractions, positive
+from models.overrides import at_least, fractions, positive
 
 from models import metrics
 from models.training.progress import lightgbm_callback, rounds_bar

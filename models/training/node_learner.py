@@ -20,7 +20,7 @@ from features import FeatureSet
 from features.rows.feature_set import graph_slices
 from features.rows.node_rows import (NODE_ROW_COLLECTIONS, NodeRows, NodeSet, sample_configs,
                                      stack)
-from models.cli.settings import at_least, fractions, positive
+from models.overrides import at_least, fractions, positive
 
 from models.training.base import read_params, standardized_log_runtime, write_params
 from models.training.forest import raw_scores

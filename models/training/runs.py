@@ -25,7 +25,7 @@ from features.cache.signature import code_digest, imported_modules
 from features.cache.store import atomic_dir, fingerprint
 from features.cache.integrity import file_sum
 from features.npz.find import collection_dir
-from models.cli.settings import at_least
+from models.overrides import at_least
 
 from features.schema import collection_kind, collection_slug
 

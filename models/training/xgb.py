@@ -14,7 +14,7 @@ import numpy as np
 import xgboost as xgb
 
 from features import FeatureSet
-from models.cli.settings import at_least, fractions, positive
+from models.overrides import at_least, fractions, positive
 
 from models import metrics
 from models.training.progress import XGBoostProgress, rounds_bar
