@@ -214,7 +214,8 @@ def cmd_tune(args) -> int:
     from features.rows.compiled import compile_notice
     from models.api import CostModel
     from models.training.run_files import latest_run
-    from models.tuning.session import TuneJob, check_free, tune_program
+    from models.tuning.database import check_free
+    from models.tuning.job import TuneJob, tune_program
     check_dir(args.out)      # before the model loads and anything is measured
     check_free(args.out)     # another tune running in it: refused before the model loads too
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))

@@ -23,8 +23,9 @@ import pipeline
 from features.hlo import read_hlo
 from features.npz.find import list_npz
 from models.api import CostModel
-from models.tuning.session import (LOG, MeasureCommandError, MeasurementLog, TuneJob,
-                                   run_command, tune_program)
+from models.tuning.database import LOG, MeasurementLog
+from models.tuning.job import TuneJob, tune_program
+from models.tuning.runner import MeasureCommandError, run_command
 from models.tuning.tuner import TuneSettings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,10 +12,11 @@ from features.npz.find import list_npz
 from models.api.node_effects import INTERCEPT_VAR, KIND_SCALES, EffectsParams, NodeEffects
 from models.tuning.sampler import LayoutSampler
 from models.tuning.search import SearchSettings, evolve
-from models.tuning.space import (PERM_START, PERMUTATIONS, LayoutSpace, allowed_ranks, config_keys,
-                                 group_code, group_codes, group_lengths, invalid_configs)
+from features.graph.layout_space import (PERM_START, PERMUTATIONS, LayoutSpace, allowed_ranks,
+                                         config_keys, group_code, group_codes, group_lengths,
+                                         invalid_configs, reference_configs)
 from models.tuning.tuner import (Blind, Frozen, Ledger, MeasureError, TuneSettings, _confirmed,
-                                 choose, reference_configs, tune)
+                                 choose, tune)
 
 # 12 configurable nodes: output and input groups of rank 2 or 3, two convs with a kernel
 RANKS = np.array([[2, 2, 0]] * 6 + [[3, 3, 0]] * 4 + [[3, 3, 3]] * 2)

@@ -26,7 +26,7 @@ from models.evaluation.tune_sim import (NEAR_STEPS, SimSettings, _picks, distinc
                                         near_best, random_best, simulate)
 from features.schema import GRAPH_KEYS
 from models.api.candidates import read_candidates
-from models.tuning.space import LayoutSpace, group_codes
+from features.graph.layout_space import LayoutSpace, group_codes
 
 
 @pytest.fixture(scope="module")

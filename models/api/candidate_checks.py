@@ -2,7 +2,7 @@
 take, and a graph's family (xla vs nlp) as its opcodes suggest.
 
 What a valid layout is, and where a slot group's rank comes from, is written once in
-models/tuning/space.py (the search proposes by the same rules); this module applies those rules
+features/graph/layout_space.py (the search proposes by the same rules); this module applies those rules
 to candidates and says which candidate, node and group is wrong.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 
 from features.schema import CONVOLUTION as CONV, DOT
 from features.npz.graph import DataFormatError, Graph
-from models.tuning import space
-from models.tuning.space import GROUP_SLOTS, LAYOUT_GROUPS, group_lengths
+from features.graph import layout_space as space
+from features.graph.layout_space import GROUP_SLOTS, LAYOUT_GROUPS, group_lengths
 
 # Convolutions among a graph's conv and dot nodes at or above this share: a convolutional
 # (xla-like) graph. Dev files: 0.354 and up for every xla graph (ConvNeXt lowest), 0 for every
@@ -26,7 +26,7 @@ class InvalidLayoutError(DataFormatError):
 
 
 def allowed_ranks(g: Graph) -> np.ndarray:
-    """(nc, 3) bit masks of the ranks each slot group may take (models.tuning.space)."""
+    """(nc, 3) bit masks of the ranks each slot group may take (features.graph.layout_space)."""
     return space.allowed_ranks(g.node_feat, g.edge_index, g.node_config_ids)
 
 

@@ -48,9 +48,6 @@ from models.api.graph_state import GraphState, Scorer, graph_key, with_configs
 from models.api.reference import (DRAWN, DrawnReferenceWarning, distinct, drawn, drawn_message,
                                   shortfall, too_few_message)
 from models.api.refine import Refinement, UpdateResult
-from models.tuning.space import LayoutSpace
-from models.tuning.tuner import (Bound, Frozen, TuneResult, TuneSettings, reference_configs, tune,
-                                 tune_pool)
 
 # A layout graph outside the TpuGraphs tree gets the random-search model: random search covers
 # the config space evenly, as an autotuner's proposals do, where the genetic 'default' search
@@ -131,6 +128,13 @@ class CostModel:
                           f"its scores say nothing about real graphs; train on real data",
                           SampleTrainedWarning, stacklevel=2)
         return model
+
+    def fresh(self) -> "CostModel":
+        """The same trained models with nothing learnt (no graph seen): where every search
+        of an evaluation starts."""
+        return CostModel(self.models, self.settings, cache_size=self.cache_size,
+                         source=self.source, without=self.without, trained_on=self.trained_on,
+                         trained_on_sample=self.trained_on_sample, seeds=self.seeds)
 
     @property
     def description(self) -> str:
@@ -242,42 +246,6 @@ class CostModel:
         scorer, state = self._state(g, reference)
         return scorer.update(with_configs(g, getattr(g, config_key(g.collection)), runtimes),
                              state)
-
-    def tune(self, measure, *, budget: int, node_feat, node_opcode, edge_index,
-             node_config_ids=None, node_splits=None, config_feat=None,
-             collection: str | None = None, seed: int = 0,
-             settings: TuneSettings = TuneSettings(), learn: bool = True) -> TuneResult:
-        """Find a fast config of a graph in at most `budget` measurements. `measure(configs)`
-        takes (k, nc, 18) int8 layout configs and returns k runtimes (any unit, lower =
-        faster). From the compiler default (all -1), rounds of evolution screened by this
-        model (valid mutations and crossover), a batch measured and learnt from (`update`),
-        the best few measured again at the end (models/tuning/tuner.py). TuneResult: `best`
-        (nc, 18), `configs` and `runtimes` (everything measured, in order). Tile: config_feat
-        (c, 24) are the candidates, ranked and measured best first. The layout model is the
-        graph family's default-collection one unless `collection` names another; `learn=False`
-        keeps the model frozen. Deterministic for a seed and a model in one state (e.g. freshly
-        loaded): the graph's earlier measurements in this model count too."""
-        graph = dict(node_feat=node_feat, node_opcode=node_opcode, edge_index=edge_index,
-                     node_config_ids=node_config_ids, node_splits=node_splits)
-        if config_feat is not None:
-            model = Bound(self, graph, collection=collection, key="config_feat")
-            return tune_pool(measure, np.asarray(config_feat), model if learn else Frozen(model),
-                             budget, seed=seed, settings=settings)
-        space = LayoutSpace.of_graph(node_feat, node_opcode, edge_index, node_config_ids,
-                                     settings.space)
-        model = Bound(self, graph, reference_configs(space, settings.reference, seed),
-                      collection or self._tune_collection(np.asarray(node_opcode)))
-        return tune(measure, space, model if learn else Frozen(model), budget, seed=seed,
-                    settings=settings)
-
-    def _tune_collection(self, node_opcode: np.ndarray) -> str:
-        """The model a search from the default uses: its family's 'default' collection (a
-        genetic search from the default, as the tuner's), else its 'random' one."""
-        family = graph_family(node_opcode) or "xla"
-        for search in ("default", "random"):
-            if f"layout:{family}:{search}" in self.models:
-                return f"layout:{family}:{search}"
-        return DEFAULT_COLLECTION["layout"]
 
     def save(self, path: str | Path) -> Path:
         """The run's models, and every graph's reference and measurements, in one directory

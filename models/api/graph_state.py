@@ -25,7 +25,7 @@ from models.training.node_learner import NodeModel, RowScores
 from models.training.run_files import is_partner, needs_nodes
 
 from models.api.node_effects import NodeEffects
-from models.tuning.space import config_keys
+from features.graph.layout_space import config_keys
 
 MAX_PRIORS = 1_000_000   # cached config scores per graph (about 100 MB), then begun again
 from models.api.refine import Refinement, UpdateResult, layout_update, tile_update

@@ -30,10 +30,10 @@ from scipy import sparse
 from scipy.linalg import cho_factor, cho_solve
 from threadpoolctl import threadpool_limits
 
-from models.tuning.space import group_codes
+from features.graph.layout_space import group_codes
 
 KIND_SCALES = (0.0, 0.003, 0.01, 0.03)   # EffectsParams.kind's grid with the kind term on
-CODES = 7 ** 6          # base-7 codes of one slot group (models.tuning.space.group_codes)
+CODES = 7 ** 6          # base-7 codes of one slot group (features.graph.layout_space.group_codes)
 INTERCEPT_VAR = 1.0     # prior variance of the graph's level, log runtime about its mean
 
 

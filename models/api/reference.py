@@ -15,9 +15,8 @@ import numpy as np
 
 from features import Graph
 from features.schema import is_tile
-from models.tuning.tuner import reference_configs
-from models.tuning.space import (ANY_RANK, GROUP_SLOTS, PERM_COUNT, LayoutSpace,
-                                 allowed_ranks)
+from features.graph.layout_space import (ANY_RANK, GROUP_SLOTS, PERM_COUNT, LayoutSpace,
+                                         allowed_ranks, reference_configs)
 
 MIN_LAYOUT = 20      # distinct configs a layout reference needs (fewer if the space has fewer)
 MIN_TILE = 2         # a tile graph's candidates may be all it has: two at least, for a scale

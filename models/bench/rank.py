@@ -29,8 +29,8 @@ from features.schema import collection_slug
 
 from models.api import CostModel
 from models.tuning.search import evolve
-from models.tuning.space import LayoutSpace
-from models.tuning.tuner import Bound, TuneSettings, reference_configs
+from features.graph.layout_space import LayoutSpace, reference_configs
+from models.tuning.tuner import Bound, TuneSettings
 from models.training.run_files import first_seeds
 from models.training.runs import TrainConfig, fit_partners, fit_seeds
 
@@ -52,7 +52,7 @@ class RankSpec:
 QUICK_RANK = RankSpec(nodes=400, config_nodes=60, candidates=200, train_configs=300,
                       tile_configs=200, tile_train_graphs=3, warm_calls=2, node_values=10)
 LAYOUT, TILE = "layout:xla:random", "tile:xla"
-# what `tune` searches with by default (CostModel._tune_collection): node learners beside the
+# what `tune` searches with by default (models/tuning/tune_graph.py, tune_collection): node learners beside the
 # rankers, the slowest scoring a round has
 TUNE = "layout:xla:default"
 GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
@@ -161,7 +161,7 @@ def rank_latency(spec: RankSpec) -> dict:
 
 
 def _tuner_round(model: CostModel, layout: dict, spec: RankSpec) -> dict:
-    """(wall, CPU) seconds of one round of CostModel.tune's search on the layout graph, with
+    """(wall, CPU) seconds of one round of tune_graph's search on the layout graph, with
     TUNER_HISTORY measurements learnt already: the evolution and the draws screened by the
     model, then the update with the round's batch. Each timed round starts a new layout
     distribution, as a search's first (slowest) round does: its draws bring the most node
@@ -251,7 +251,7 @@ def format_rank_notes(notes: dict) -> list[str]:
 
 def _tuner_line(t: dict) -> str:
     wall, cpu = t["time"]
-    return (f"one tuner round (CostModel.tune) on that graph ({t['config_nodes']} configurable "
+    return (f"one tuner round (tune_graph) on that graph ({t['config_nodes']} configurable "
             f"nodes): screening {t['proposals']:,} proposals on {TUNE}'s {t['models']} models "
             f"(`tune`'s default: node learners beside the rankers) and an update after "
             f"{t['history']} measurements, {wall:.2f} s (CPU {cpu:.2f}; target 2 s)")

@@ -1,11 +1,11 @@
-"""A live search against the stand-in hardware (hardware.py): CostModel.tune itself on the dev
+"""A live search against the stand-in hardware (hardware.py): the tuner itself (tune_graph) on the dev
 valid layout graphs, with configs no file holds, "measured" by a model fitted on every dev graph
 (the valid ones included) with 1% noise. THE STAND-IN IS NOT A TPU: its numbers show that the
 search and its learning work, not how well they would do on hardware.
 
 Three searches per graph and seed, the same budget and noise stream:
-- updated: CostModel.tune as a user calls it (the model learns from every batch),
-- frozen:  CostModel.tune(learn=False),
+- updated: tune_graph as a user calls it (the model learns from every batch),
+- frozen:  tune_graph(learn=False),
 - blind:   the same evolution scored at random (no model: measurements alone steer it).
 Beside them, `genetic`: what the dataset's own search returned, the file's config of lowest
 measured runtime (its thousands of measurements), judged by the same stand-in.
@@ -35,17 +35,13 @@ from features.cache.store import CacheError, StorageError, write_atomically
 from features.outputs import OutputPathError, check_file
 from models.api import CostModel, MissingModelError, StaleRunError
 from models.evaluation.hardware import Hardware
-from models.tuning.space import LayoutSpace
+from features.graph.layout_space import LayoutSpace
+from models.tuning.tune_graph import tune_graph
 from models.tuning.tuner import Blind, TuneSettings, tune
 
 SEARCHES = ("updated", "frozen", "blind")
 COLLECTIONS = ("layout:xla:default", "layout:nlp:default")
 FAMILY = {"layout:xla:default": "CNN (xla)", "layout:nlp:default": "transformer (nlp)"}
-
-
-def fresh(model: CostModel) -> CostModel:
-    """The same trained models with nothing learnt: every search starts from the run."""
-    return CostModel(model.models, model.settings, without=model.without, source=model.source)
 
 
 def one_search(model: CostModel, hw: Hardware, search: str, budget: int, seed: int,
@@ -58,8 +54,8 @@ def one_search(model: CostModel, hw: Hardware, search: str, budget: int, seed: i
                                      hw.graph["edge_index"], hw.graph["node_config_ids"],
                                      settings.space)
         return tune(measure, space, Blind(seed), budget, seed=seed, settings=settings)
-    return fresh(model).tune(measure, budget=budget, **hw.graph, collection=collection,
-                             seed=seed, settings=settings, learn=search == "updated")
+    return tune_graph(model.fresh(), measure, budget=budget, **hw.graph, collection=collection,
+                      seed=seed, settings=settings, learn=search == "updated")
 
 
 def graph_results(model, hw_run, path, collection, budget, seeds, settings, quirks) -> dict:

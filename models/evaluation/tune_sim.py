@@ -5,12 +5,12 @@ file's runtime: a config the file holds several times (a genetic search measures
 its best again and again; the dev pools hold them 60-317 times) is one candidate, its runtime the
 mean of its copies, as a search that measured it once knows it and measures something else next.
 Three searches spend the same budget: random picks (the exact expectation over all draws), and
-the model frozen and with updates. The two model searches choose alike, as CostModel.tune does
-(tuner.choose): rounds of `round_size` unmeasured configs, most by score, `explore` not: `drawn`
-of those at random (seeded, the same draws for both while their picks agree), the rest by score +
-kappa x spread; the updated one feeds each round's runtimes to CostModel.update before the next,
-so its scores and its spread (the seeds' and the node effects' posterior) move, while the frozen
-one's spread stays the seeds'. Reported: the best runtime found over the pool's best after each
+the model frozen and with updates: the tuner's own loop over the pool (tuner.tune_pool, its
+measurer reading the pool's runtimes): rounds of `round_size` unmeasured configs, most by score,
+`explore` not: `drawn` of those at random (seeded, the same draws for both while their picks
+agree), the rest by score + kappa x spread; the updated one feeds each round's runtimes to
+CostModel.update before the next, so its scores and its spread (the seeds' and the node effects'
+posterior) move, while the frozen one's spread stays the seeds'. Reported: the best runtime found over the pool's best after each
 budget (1.000 = the best config found). With `folds`, the graphs are the train split's instead,
 each searched with the run's models fit again without its family (models/training/fold_models.py):
 many more graphs than the valid split's, none of whose family the models saw.
@@ -37,8 +37,8 @@ from models.api import CostModel
 from models.training.fold_models import fold_models
 from models.metrics import kendall_tau_b
 from models.training.run_files import is_partner, read_run
-from models.tuning.space import config_keys, group_codes
-from models.tuning.tuner import TuneSettings, choose, exploring_rng
+from features.graph.layout_space import config_keys, group_codes
+from models.tuning.tuner import Bound, Frozen, TuneSettings, tune_pool
 
 STRATEGIES = ("random", "frozen", "updated")
 NEAR_STEPS = 3     # slot groups from a search's best: the configs its next rounds would try
@@ -55,6 +55,13 @@ class SimSettings:
     max_graphs: int = 0            # per collection, per fold with folds (0 = every graph)
     each_seed: bool = False        # also each seed's models alone: is a gain clear of seeds?
     folds: int = 0                 # >= 2: the train graphs, families held out over this many folds
+
+    @property
+    def tune_settings(self) -> TuneSettings:
+        """The tuner's rounds as simulated: nothing kept back to confirm the best (the pool's
+        runtimes are exact)."""
+        return TuneSettings(batch=self.round_size, explore=self.explore, kappa=self.kappa,
+                            drawn=self.drawn, confirm=0)
 
     @property
     def result_name(self) -> str:
@@ -83,25 +90,18 @@ def _found(runtime: np.ndarray, picks: np.ndarray, budgets) -> list[float]:
 
 def _picks(model: CostModel, g, runtime: np.ndarray, s: SimSettings,
            learn: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The configs a search measures, in order: rounds of tuner.choose's picks, the model
-    updated with each round's runtimes before the next when `learn`; and the pool's scores
-    after the last round (updated with it too when `learn`)."""
-    arrays, key = graph_arrays(g), config_key(g.collection)
-    configs = getattr(g, key)
-    budget = min(max(s.budgets), runtime.size)
-    fresh, picks = np.ones(runtime.size, bool), []
-    rng = exploring_rng(is_tile(g.collection), s.seed)
-    ranking = model.rank_graph(g)
-    while len(picks) < budget:
-        new = choose(ranking.scores, ranking.spread, fresh,
-                     min(s.round_size, budget - len(picks)), s.explore, s.kappa, s.drawn, rng)
-        picks += new.tolist()
-        fresh[new] = False
-        if learn:
-            model.update(**arrays, **{key: configs[new]}, runtimes=runtime[new],
-                         collection=g.collection, name=g.graph_id)
-            ranking = model.rank_graph(g)
-    return np.array(picks), ranking.scores
+    """The configs a search measures, in order: the tuner's loop over the pool (tune_pool,
+    `learn` or frozen), a measurement reading the pool's runtime; and the pool's scores after
+    the last round (updated with it too when `learn`)."""
+    configs = getattr(g, config_key(g.collection))
+    index = {k: i for i, k in enumerate(config_keys(configs))}
+    measure = lambda c: runtime[[index[k] for k in config_keys(c)]]     # noqa: E731
+    bound = Bound(model, graph_arrays(g), collection=g.collection, key=config_key(g.collection),
+                  name=g.graph_id)
+    result = tune_pool(measure, configs, bound if learn else Frozen(bound),
+                       min(max(s.budgets), runtime.size), seed=s.seed,
+                       settings=s.tune_settings, tile=is_tile(g.collection))
+    return np.array([index[k] for k in config_keys(result.configs)]), bound.score(configs)[0]
 
 
 def near_best(g, runtime: np.ndarray, picks: np.ndarray, scores: dict[str, np.ndarray],
@@ -161,7 +161,7 @@ def simulate_graph(model: CostModel, path: Path, collection: str,
     variants = [(None, model)] + ([(i, seed_models(model, collection, i)) for i in
                                    range(n_seeds)] if s.each_seed and n_seeds > 1 else [])
     for i, m in variants:
-        fresh = CostModel(m.models, m.settings, without=m.without, source=m.source)
+        fresh = m.fresh()
         tag = "" if i is None else f"_seed{i}"
         frozen, frozen_scores = _picks(fresh, g, runtime, s, False)
         updated, updated_scores = _picks(fresh, g, runtime, s, True)

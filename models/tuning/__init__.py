@@ -1,2 +1,9 @@
-"""The tuned config: a search that proposes layouts, measures them with the user's command and
-learns from what it measures (pipeline.py tune; CostModel.tune)."""
+"""The tuned config: a search that proposes layouts, measures them and teaches the cost model
+with what it measures, in MetaSchedule's shape: the loop (tuner.py) over a layout space
+(features/graph/layout_space.py) or a pool, the model adapters (tuner.py: Bound, Frozen, Blind),
+the evolution and its sampler (search.py, sampler.py), the runner (runner.py: the user's measure
+command), the measurement database (database.py) and the job that ties them (job.py: `pipeline.py
+tune`). tune_graph hands a trained CostModel to the loop."""
+from models.tuning.tune_graph import tune_graph
+
+__all__ = ["tune_graph"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from models.tuning.space import PERM_COUNT, LayoutSpace
+from features.graph.layout_space import PERM_COUNT, LayoutSpace
 
 
 class LayoutSampler:

@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 
 from models.tuning.sampler import LayoutSampler
-from models.tuning.space import LayoutSpace, config_keys
+from features.graph.layout_space import LayoutSpace, config_keys
 
 # configs (k, nc, 18) int8 -> (scores (k,), spread (k,)); higher score = predicted faster
 ScoreFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]

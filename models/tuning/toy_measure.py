@@ -2,7 +2,7 @@
 
     python pipeline.py tune PROGRAM --measure "python models/tuning/toy_measure.py" ...
 
-It speaks the protocol `tune --measure` expects (models/tuning/session.py, `run_command`): its
+It speaks the protocol `tune --measure` expects (models/tuning/runner.py, `run_command`): its
 last argument is the path of a .npy of (k, nc, 18) int8 layouts, nc the program's configurable
 nodes in `node_config_ids` order; it prints k runtimes on stdout, one a line, lower = faster.
 Nothing is compiled or run. Each runtime comes from a made-up formula, so that `tune` can be

@@ -2,9 +2,11 @@
 screened by the model, a batch measured, the model taught; at the end the best few measured again.
 
 The model is any object with `score(configs) -> (scores, spread)` (higher = predicted faster,
-spread = how unsure) and `learn(configs, runtimes)`: `bind` makes one of a CostModel (or anything
-with its rank/update), `Frozen` stops it learning, `Blind` scores at random (the search without a
-model). This module never imports models.api: CostModel.tune hands off to it.
+spread = how unsure) and `learn(configs, runtimes)`: `Bound` makes one of a CostModel (or
+anything with its rank/update), `Frozen` stops it learning, `Blind` scores at random (the search
+without a model). The measurer is any callable from configs to runtimes: the user's command
+(runner.py), a pool's recorded runtimes (tune-sim), a stand-in (the live search). This module
+never imports models.api: tune_graph.py hands a CostModel to it.
 
 Measurements are noisy, and the fastest of many noisy measurements is flattered by its noise
 (the winner's curse), so the last measurements go to the best configs again, the compiler
@@ -21,8 +23,8 @@ from typing import Any, Callable
 import numpy as np
 
 from models.tuning.sampler import LayoutSampler
+from features.graph.layout_space import LayoutSpace, SpaceSettings, config_keys
 from models.tuning.search import Archive, SearchSettings, evolve
-from models.tuning.space import LayoutSpace, SpaceSettings, config_keys
 
 
 MIN_NOISE = 0.005    # sd of log runtime assumed at least, whatever the repeats say
@@ -138,18 +140,20 @@ def tune(measure: Callable, space: LayoutSpace, model: Any, budget: int, *, seed
 
 
 def tune_pool(measure: Callable, candidates: np.ndarray, model: Any, budget: int, *,
-              seed: int = 0, settings: TuneSettings = TuneSettings()) -> TuneResult:
-    """Tune over a fixed list of candidates (tile kernels: their config_feat rows): rounds of the
-    best-scored unmeasured ones, measured and learnt from; the first candidate stands for the
-    default in the result."""
+              seed: int = 0, settings: TuneSettings = TuneSettings(),
+              tile: bool = True) -> TuneResult:
+    """Tune over a fixed list of candidates (tile kernels: their config_feat rows; tune-sim: a
+    layout file's configs): rounds of the best-scored unmeasured ones, measured and learnt from;
+    the first candidate stands for the default in the result. `tile`: no random picks
+    (exploring_rng)."""
     ledger = Ledger(measure, budget)
-    archive = Archive.empty()
+    rng = exploring_rng(tile, seed)
     reserve, rounds = _reserve(min(budget, len(candidates)), settings), 0
     while ledger.left > reserve and len(ledger.runs) < len(candidates):
         archive = Archive.empty()
         archive.add(np.asarray(candidates), model.score)
         picks = _choose(archive, ledger, min(settings.batch, ledger.left - reserve), settings,
-                        exploring_rng(True, seed))
+                        rng)
         configs = np.array(archive.configs)
         model.learn(configs[picks], ledger.measure(configs[picks]))
         rounds += 1
@@ -297,15 +301,17 @@ class Bound:
     reference: np.ndarray | None = None
     collection: str | None = None
     key: str = "node_config_feat"
+    name: str = "graph"     # names the graph in the model's errors
 
     def score(self, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ranking = self.model.rank(**self.graph, **{self.key: configs}, reference=self.reference,
-                                  collection=self.collection)
+                                  collection=self.collection, name=self.name)
         return ranking.scores, ranking.spread
 
     def learn(self, configs: np.ndarray, runtimes: np.ndarray):
         return self.model.update(**self.graph, **{self.key: configs}, runtimes=runtimes,
-                                 reference=self.reference, collection=self.collection)
+                                 reference=self.reference, collection=self.collection,
+                                 name=self.name)
 
 
 @dataclass
@@ -333,18 +339,3 @@ class Blind:
 
     def learn(self, configs, runtimes):
         return None
-
-
-def reference_configs(space: LayoutSpace, k: int, seed: int = 0) -> np.ndarray:
-    """k configs fixing a graph's statistics for its search: the default, configs one to four
-    mutations from it (what an evolution from the default visits, as a 'default' collection's
-    genetic search did), a tenth random, and one setting every group the search sets (so the
-    graph's tables cover them all: CostModel's ReferenceCoverageWarning)."""
-    rng = np.random.default_rng(seed)
-    n_random = max(k // 10, 1)
-    near = space.default(max(k - n_random - 2, 0))
-    for step in range(4):            # row i is mutated i % 4 + 1 times
-        rows = np.arange(len(near)) % 4 >= step
-        near[rows] = space.mutate(rng, near[rows])
-    return np.concatenate([space.default(1), near, space.random(rng, n_random),
-                           space.covering(rng)])

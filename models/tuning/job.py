@@ -1,0 +1,98 @@
+"""`pipeline.py tune`: one program tuned with the user's measure command (runner.py), its
+measurements in a database a rerun resumes from (database.py), the results beside it.
+
+    OUT/state/                  the measurement database (database.py)
+    OUT/best.npy, best.json     the confirmed best config, and how it was made
+    OUT/progress.png            best so far against measurements
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from features.schema import GRAPH_KEYS
+from models.tuning.database import LOG, MeasurementLog, Replaying, open_state, owned, program_digest
+from models.tuning.progress import progress_png, progress_printer
+from models.tuning.runner import MeasureCommandError, run_command
+from models.tuning.tune_graph import tune_graph
+from models.tuning.tuner import TuneResult, TuneSettings
+
+
+def load_program(path: Path) -> dict[str, np.ndarray]:
+    """The graph arrays of an npz layout file, or of a program's HLO text (any other file)."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such program file")
+    if path.suffix == ".npz":
+        with np.load(path) as z:
+            missing = [k for k in GRAPH_KEYS if k not in z.files]
+            if missing:
+                raise ValueError(f"{path}: not a layout graph file (no {', '.join(missing)})")
+            return {k: z[k] for k in GRAPH_KEYS}
+    from features.hlo import read_hlo     # the HLO reader only when a program's text is given
+    return read_hlo(path)
+
+
+@dataclass
+class TuneJob:
+    program: Path
+    command: str
+    budget: int
+    out: Path
+    seed: int = 0
+    collection: str | None = None
+    settings: TuneSettings = field(default_factory=TuneSettings)
+
+
+def tune_program(model: Any, job: TuneJob, run: str, log=print) -> TuneResult:
+    """Tune the program with model (a CostModel, through tune_graph) and the job's command;
+    results in job.out, which the call owns while it runs (StateBusyError when another tune
+    does). `run` names the model's run for the record and the state's identity."""
+    with owned(job.out):
+        return _tune_owned(model, job, run, log)
+
+
+def _tune_owned(model: Any, job: TuneJob, run: str, log) -> TuneResult:
+    graph = load_program(job.program)
+    identity = {"program": program_digest(graph), "run": run, "seed": job.seed,
+                "budget": job.budget, "collection": job.collection,
+                "settings": asdict(job.settings)}
+    state = open_state(job.out, identity)
+    measure = Replaying(MeasurementLog(state / LOG, graph["node_config_ids"].size),
+                        lambda c: run_command(job.command, c, state), job.budget,
+                        progress_printer())
+    if len(measure.old_runtimes):
+        log(f"resuming from {state}: {len(measure.old_runtimes)} measurements to replay")
+    try:
+        result = tune_graph(model, measure, budget=job.budget, **graph,
+                            collection=job.collection, seed=job.seed, settings=job.settings)
+    except MeasureCommandError as exc:     # what came before it is in the log already
+        n = len(measure.done)
+        raise MeasureCommandError(f"{exc}; measurements made before it: {n}, kept in "
+                                  f"{state} (rerun to resume)") from None
+    write_outputs(job, result, run, identity)
+    return result
+
+
+def write_outputs(job: TuneJob, result: TuneResult, run: str, identity: dict) -> None:
+    out = Path(job.out)
+    _atomic(out / "best.npy", lambda p: np.save(p, result.best))
+    record = {"program": str(job.program), "best_runtime": result.best_runtime,
+              "default_runtime": result.default_runtime, "speedup": result.speedup,
+              "measurements": int(len(result.runtimes)), "rounds": result.rounds,
+              "made_by": {"run": run, "seed": job.seed, "budget": job.budget,
+                          "collection": job.collection, "measure": job.command,
+                          "settings": identity["settings"]},
+              "best": result.best.tolist()}
+    _atomic(out / "best.json", lambda p: p.write_text(json.dumps(record)))
+    _atomic(out / "progress.png", lambda p: p.write_bytes(progress_png(result)))
+
+
+def _atomic(path: Path, write: Callable[[Path], None]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
+    write(tmp)
+    tmp.replace(path)
