@@ -126,6 +126,25 @@ def test_cross_validation_scores_held_out_graphs(rng):
         TrainConfig(folds=1)
 
 
+def test_cross_validation_holds_out_valid_families_too(rng, tmp_path):
+    """With folds, CV pools the train and valid graphs: every graph of both splits is scored by
+    models that never saw its family, the valid split's own families included."""
+    from dataclasses import replace
+    from models.training.runs import TrainConfig, train_collection
+    train = make_ranking(rng, [150] * 4)
+    valid = replace(make_ranking(rng, [120] * 2), graph_ids=("vgg16_a", "vgg19_b"))
+    pool = train.joined(valid)
+    assert pool.graph_ids == train.graph_ids + valid.graph_ids and pool.n_graphs == 6
+    assert np.array_equal(pool.take_graphs(np.array([4, 5])).X, valid.X)
+    assert np.array_equal(pool.take_graphs(np.arange(4)).runtime, train.runtime)
+    result = train_collection(TrainConfig(ranker="regression", seeds=2, folds=3, overrides=FAST),
+                              train, valid, tmp_path)
+    assert result.cv_graph_ids == pool.graph_ids
+    assert result.cv_per_graph.shape == (2, 6) and np.isfinite(result.cv_per_graph).all()
+    with pytest.raises(ValueError, match="cannot join"):
+        train.joined(replace(valid, columns=tuple(f"x{i}" for i in range(6))))
+
+
 def test_seed_ensemble_is_recorded_per_seed(rng, tmp_path):
     from models.training.runs import TrainConfig, train_collection
     train, valid = make_ranking(rng, [150] * 4), make_ranking(rng, [150] * 2)

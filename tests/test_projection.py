@@ -60,7 +60,8 @@ def test_train_and_submit_are_rows_times_rounds_times_unit_costs():
     t = pj.TrainUnits(load=1e-8, fit=2e-6, check=3e-7, predict=1e-7, bin_memory=0.0,
                       fit_memory=0.5, check_memory=2.0, columns=300)
     p = pj.project("tile:xla", TILE, replace(ZERO, tile=t, tile_file=0.01))
-    train, valid, test = 100 * 500, 10 * 1500, 20 * 1500   # tile train graphs keep 500 rows
+    kept = FeatureConfig().max_train_configs_tile     # rows a tile train graph keeps
+    train, valid, test = 100 * kept, 10 * 1500, 20 * 1500
     assert p.train_rows == train
     assert p.train_s == pytest.approx((train + valid) * 300 * 1e-8 + train * ROUNDS * 2e-6
                                       + valid * ROUNDS * 3e-7)
@@ -70,19 +71,20 @@ def test_train_and_submit_are_rows_times_rounds_times_unit_costs():
     # predicted: the larger of the two
     assert p.peak_mb == pytest.approx(max(0.5 * train * 4, 2.0 * test * 4, train * 16)
                                       * 300 / 2**20)
-    binned = replace(t, fit_memory=5.0)
+    binned = replace(t, fit_memory=50.0)
     assert pj.project("tile:xla", TILE, replace(ZERO, tile=binned)).peak_mb == \
-        pytest.approx(5.0 * train * 300 * 4 / 2**20)
+        pytest.approx(50.0 * train * 300 * 4 / 2**20)
     # binning: per row, and LightGBM's sample of at most SAMPLE_ROWS rows in float64, twice
     sampled = replace(t, bin_memory=2.5)
     assert pj.project("tile:xla", TILE, replace(ZERO, tile=sampled)).peak_mb == \
         pytest.approx((2.5 * train * 300 * 4 + train * 300 * 16) / 2**20)
-    big = replace(TILE, files=(1000, 10, 20))   # 500,000 train rows: the sample stops growing
+    # 500,000 train rows: the sample of them stops growing
+    big = replace(TILE, files=(500_000 // kept, 10, 20))
     assert pj.project("tile:xla", big, replace(ZERO, tile=sampled)).peak_mb == \
         pytest.approx((2.5 * 500_000 * 300 * 4 + pj.SAMPLE_ROWS * 300 * 16) / 2**20)
     few = pj.project("tile:xla", replace(TILE, files=(1, 10, 0)), replace(ZERO, tile=t))
     assert few.peak_mb == pytest.approx(2.0 * valid * 300 * 4 / 2**20)
-    assert 2.0 * valid * 4 > 500 * 16    # the valid rows' above the sample of 500 train rows
+    assert 2.0 * valid * 4 > kept * 16    # the valid rows' above the sample of the train rows
 
 
 def test_the_floor_inflates_every_layout_files_node_config_feat_once():

@@ -105,6 +105,23 @@ class FeatureSet:
         return np.concatenate([np.arange(slices[g].start, slices[g].stop) for g in graphs]
                               + [np.zeros(0, np.int64)])
 
+    def joined(self, other: "FeatureSet") -> "FeatureSet":
+        """This set's graphs, then other's (same collection and columns): one pool of graphs,
+        as cross-validation over the train and valid splits together needs."""
+        if (other.collection, other.columns) != (self.collection, self.columns):
+            raise ValueError(f"cannot join {other.collection} rows of {len(other.columns)} "
+                             f"columns to {self.collection} rows of {len(self.columns)}")
+        both = lambda a, b: np.concatenate([a, b])      # noqa: E731
+        nodes = (None if self.nodes is None or other.nodes is None
+                 else tuple(self.nodes) + tuple(other.nodes))
+        return FeatureSet(X=np.vstack([self.X, other.X]), runtime=both(self.runtime, other.runtime),
+                          config_idx=both(self.config_idx, other.config_idx),
+                          dup_count=both(self.dup_count, other.dup_count),
+                          ptr=both(self.ptr, other.ptr[1:] + self.ptr[-1]),
+                          graph_ids=tuple(self.graph_ids) + tuple(other.graph_ids),
+                          collection=self.collection, columns=self.columns, meta=self.meta,
+                          nodes=nodes)
+
     def take_graphs(self, graphs: np.ndarray, X: np.ndarray | None = None) -> "FeatureSet":
         """A FeatureSet of the given graph positions, in that order. X: their rows' features
         when the caller has already laid them out (a view, no copy), else copied from self.X."""

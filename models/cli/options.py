@@ -145,8 +145,8 @@ def train_options(p) -> None:
                         "reference. The feature rows' own sampling is --feature seed= "
                         "(default: %(default)s)")
     p.add_argument("--folds", type=folds, default=0, metavar="K",
-                   help="cross-validate over train graphs with whole model families held out per "
-                        "fold (0 = none, else >= 2; >= the number of families: "
+                   help="cross-validate over the train and valid graphs together with whole "
+                        "model families held out per fold (0 = none, else >= 2; >= the number of families: "
                         "leave-one-family-out) (default: %(default)s)")
     p.add_argument("--without", action="append", default=[], metavar="FAMILY",
                    choices=sorted(FEATURE_FAMILIES),
@@ -256,7 +256,7 @@ def compare_options(p) -> None:
     p.add_argument("run_a", type=Path, metavar="RUN_A", help="run directory of the baseline")
     p.add_argument("run_b", type=Path, metavar="RUN_B", help="run directory of the change")
     p.add_argument("--on", choices=("cv", "valid"),
-                   help="which scores to pair: cv = held-out families of the train graphs "
+                   help="which scores to pair: cv = held-out families of the train and valid graphs "
                         "(both runs trained with --folds; the mean of seeds), valid = the valid "
                         "split (the ensemble's scores, as train prints them) (default: cv when "
                         "both runs have it, else valid, and the table says so)")

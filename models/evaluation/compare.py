@@ -1,6 +1,6 @@
 """`pipeline.py compare RUN_A RUN_B`: does B rank better than A, beyond what seeds alone move?
 
-Both runs' per-graph scores of each seed (held-out-family CV of the train graphs, or the valid
+Both runs' per-graph scores of each seed (held-out-family CV of the train and valid graphs, or the valid
 split) are paired graph by graph and seed by seed. Per collection: both means (on the valid
 split the ensemble's, as train and report print them; on CV, which has no ensemble, the mean of
 the seeds'), the gain, each seed's gain, the seed-to-seed spread of each run's own mean, and
@@ -20,7 +20,7 @@ import numpy as np
 from models.training.run_files import read_run
 from models.training.family_split import graph_family
 
-SPLITS = {"cv": ("cv_seed_per_graph", "held-out-family CV of the train graphs (--folds)"),
+SPLITS = {"cv": ("cv_seed_per_graph", "held-out-family CV of the train and valid graphs (--folds)"),
           "valid": ("seed_per_graph", "the valid split")}
 CLEAR_SPREADS = 2.0   # a gain is clear above this many seed spreads and family standard errors
 

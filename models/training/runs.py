@@ -58,8 +58,8 @@ class TrainConfig:
     # (tile: a kernel at 0.65 for one seed, never below 0.88 for three; records, r34)
     seeds: int = 3
     seed: int = 0               # first seed; model i uses seed + i
-    folds: int = 0              # >1: also cross-validate over train graphs, whole families
-                                # held out per fold (>= families: leave-one-family-out)
+    folds: int = 0              # >1: also cross-validate over the train and valid graphs,
+                                # whole families held out per fold (>= families: one each)
     overrides: dict = field(default_factory=dict)   # ranker params, e.g. {"num_leaves": 63}
     without: tuple[str, ...] = ()   # feature families left out (ablation), see FEATURE_FAMILIES
     allow_no_valid: bool = False  # train collections without usable validation graphs
@@ -113,7 +113,7 @@ class CollectionResult:
     graph_ids: tuple[str, ...]
     seconds: float
     cv_graph_ids: tuple[str, ...] = ()
-    cv_per_graph: np.ndarray | None = None   # (seeds, train graphs), see cross_validate
+    cv_per_graph: np.ndarray | None = None   # (seeds, cv_pool graphs), see cross_validate
     ranker_seed_means: list[float] = field(default_factory=list)  # each seed's ranker alone,
                                                                   # without its partner
     rounds: list[int] = field(default_factory=list)  # per seed, chosen on held-out families
@@ -262,6 +262,15 @@ def blended(ranker: list[np.ndarray], partner: list[np.ndarray], ptr: np.ndarray
     return [mean_normalized([r, n], ptr) for r, n in zip(ranker, partner)]
 
 
+def cv_pool(cfg: TrainConfig, train: FeatureSet, valid: Split) -> FeatureSet:
+    """The graphs cross-validation holds families out of: the train and valid splits together
+    (every family the data has, the valid split's own families too), or just train without
+    folds (nothing is cross-validated)."""
+    if cfg.folds < 2:
+        return train
+    return train.joined(rows_of(valid, cfg))
+
+
 def cross_validate(cfg: TrainConfig, train: FeatureSet, fit_final=None) -> np.ndarray:
     """(seeds, train graphs) score of each train graph by the models that did not see its family,
     one row per seed (models early-stop on other families of their own training part); no rows
@@ -346,9 +355,9 @@ def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path
         models = fit_seeds(cfg, source, fit_final)
         partners = fit_partners(cfg, train, fit_final, source)
     with clock("cross-validate"):
-        cv = cross_validate(cfg, train, fit_final)
-    cv_ids = train.graph_ids
-    del train, source
+        pool = cv_pool(cfg, train, valid)
+        cv, cv_ids = cross_validate(cfg, pool, fit_final), pool.graph_ids
+    del train, source, pool
     with clock("load valid"):
         valid = rows_of(valid, cfg)
     with clock("validate"):
