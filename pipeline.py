@@ -173,7 +173,7 @@ def cmd_compare(args) -> int:
     from models.evaluation.compare import as_json, compare_runs, format_table
     results = compare_runs(args.run_a, args.run_b, args.on)
     print(json.dumps(as_json(results), indent=1) if args.json
-          else format_table(results, args.run_a, args.run_b))
+          else format_table(results, args.run_a, args.run_b, args.families))
     return 0
 
 

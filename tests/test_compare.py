@@ -104,3 +104,34 @@ def test_two_default_runs_compare_their_ensembles_on_valid_with_no_options(tmp_p
     p, = compare_runs(write_run(tmp_path / "c", seeds, seeds), write_run(tmp_path / "d", seeds,
                                                                          seeds))
     assert (p.score, p.on) == ("mean of seeds", "cv")       # CV keeps no ensemble score
+
+
+def test_family_means_lower_quartile_and_the_family_list(tmp_path, rng, capsys):
+    a = rng.uniform(0.3, 0.9, (3, len(GRAPHS)))
+    b = a + rng.normal(0.0, 0.02, a.shape)
+    p, = compare_runs(write_run(tmp_path / "a", a, a), write_run(tmp_path / "b", b, b))
+    fams = np.array([{"gpt2": "gpt"}.get(g.split("_")[0], g.split("_")[0]) for g in GRAPHS])
+    means_b = {f: b[:, fams == f].mean() for f in set(fams)}
+    assert p.family_b == pytest.approx(means_b)
+    assert p.lower_quartile("b") == pytest.approx(np.percentile(list(means_b.values()), 25))
+    assert p.worst_families(2) == sorted(means_b, key=means_b.get)[:2]
+    assert pipeline.main(["compare", str(tmp_path / "a"), str(tmp_path / "b"),
+                          "--families"]) == 0
+    out = capsys.readouterr().out
+    listed = [line.split()[0] for line in out.split("per family, B's worst first")[1]
+              .splitlines()[2:10]]
+    assert listed == sorted(means_b, key=means_b.get)
+
+
+def test_runs_that_pooled_other_graphs_do_not_pair_on_cv(tmp_path, rng):
+    a = rng.uniform(0.3, 0.6, (3, len(GRAPHS)))
+    write_run(tmp_path / "a", a, a)
+    older = write_run(tmp_path / "b", a, a)
+    record = json.loads((older / "run.json").read_text())
+    for row in record["metrics"]["layout:nlp:default"]["cv_seed_per_graph"]:
+        row.pop(GRAPHS[-1])                       # its CV held out one graph fewer
+    (older / "run.json").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="cross-validated other graphs"):
+        compare_runs(tmp_path / "a", older, "cv")
+    p, = compare_runs(tmp_path / "a", older)
+    assert p.on == "valid" and "graphs pooled" in p.note

@@ -256,10 +256,12 @@ def compare_options(p) -> None:
     p.add_argument("run_a", type=Path, metavar="RUN_A", help="run directory of the baseline")
     p.add_argument("run_b", type=Path, metavar="RUN_B", help="run directory of the change")
     p.add_argument("--on", choices=("cv", "valid"),
-                   help="which scores to pair: cv = held-out families of the train and valid graphs "
-                        "(both runs trained with --folds; the mean of seeds), valid = the valid "
-                        "split (the ensemble's scores, as train prints them) (default: cv when "
-                        "both runs have it, else valid, and the table says so)")
+                   help="which scores to pair: cv = held-out families of the train and valid "
+                        "graphs (both runs trained with --folds; the mean of seeds), valid = the "
+                        "valid split (the ensemble's scores, as train prints them) (default: cv "
+                        "when both runs have it, else valid, and the table says so)")
+    p.add_argument("--families", action="store_true",
+                   help="also list every family's mean score in both runs, B's worst first")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 

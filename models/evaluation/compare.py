@@ -12,7 +12,7 @@ trained with --folds), else the valid split, and the table says which and why.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +38,19 @@ class Paired:
     score: str = "mean of seeds"     # what a, b and the gains are: that, or "ensemble"
     on: str = "cv"                   # the split paired: "cv" or "valid"
     note: str = ""                   # why that split, when it was not asked for
+    family_a: dict[str, float] = field(default_factory=dict)   # each family's mean score
+    family_b: dict[str, float] = field(default_factory=dict)
+    family_graphs: dict[str, int] = field(default_factory=dict)
+
+    def lower_quartile(self, run: str) -> float:
+        """The 25th percentile of a run's ('a' or 'b') family means: how its weaker families
+        fare, which the mean hides (the held-out test is other families)."""
+        means = list((self.family_a if run == "a" else self.family_b).values())
+        return float(np.percentile(means, 25)) if means else float("nan")
+
+    def worst_families(self, k: int = 3) -> list[str]:
+        """The k families B scores lowest."""
+        return sorted(self.family_b, key=self.family_b.get)[:k]
 
     @property
     def gain(self) -> float:
@@ -106,11 +119,13 @@ def paired(collection: str, a: tuple, b: tuple, ens_a: tuple | None = None,
     pa, pb = (ea[ok], eb[ok]) if use_ensemble else (sa.mean(axis=0), sb.mean(axis=0))
     diff = pb - pa
     fams = np.array([graph_family(g) for g in names])
+    by_family = lambda x: {f: float(x[fams == f].mean()) for f in np.unique(fams)}  # noqa: E731
     return Paired(collection, len(names), float(pa.mean()), float(pb.mean()),
                   [float(x) for x in (sb[:n] - sa[:n]).mean(axis=1)],
                   float(max(_sd(sa.mean(axis=1)), _sd(sb.mean(axis=1)))), n,
-                  {f: float(diff[fams == f].mean()) for f in np.unique(fams)},
-                  "ensemble" if use_ensemble else "mean of seeds", on, note)
+                  by_family(diff), "ensemble" if use_ensemble else "mean of seeds", on, note,
+                  family_a=by_family(pa), family_b=by_family(pb),
+                  family_graphs={f: int((fams == f).sum()) for f in np.unique(fams)})
 
 
 def _on_graphs(scores: tuple, graphs: list[str]) -> np.ndarray:
@@ -135,6 +150,12 @@ def compare_runs(run_a: Path, run_b: Path, split: str | None = None) -> list[Pai
         split, note = _default_split(ra, rb, run_a, run_b, both)
     if split == "cv":
         _check_same_folds(ra, rb, run_a, run_b)
+        pooled = _cv_pools_differ(ra, rb, both)
+        if pooled:
+            raise ValueError(f"{run_a} and {run_b} cross-validated other graphs on "
+                             f"{', '.join(pooled)} (one of them before CV pooled the train and "
+                             f"valid graphs?): their folds differ, so their held-out scores do "
+                             f"not pair; retrain the older one")
     return [paired(c, seed_scores(ra, run_a, c, split), seed_scores(rb, run_b, c, split),
                    ensemble_scores(ra, c, split), ensemble_scores(rb, c, split), split, note)
             for c in both]
@@ -150,10 +171,17 @@ def _default_split(ra: dict, rb: dict, run_a: Path, run_b: Path, both: list[str]
         return "valid", (f"{' and '.join(without)} {'has' if len(without) == 1 else 'have'} "
                          f"no held-out-family scores, trained without --folds K; --on cv "
                          f"needs both runs trained with the same --folds and --seed")
-    if _fold_settings_differ(ra, rb):
-        return "valid", ("the runs' folds differ (--folds or --seed), so their held-out "
-                         "scores do not pair")
+    if _fold_settings_differ(ra, rb) or _cv_pools_differ(ra, rb, both):
+        return "valid", ("the runs' folds differ (--folds or --seed, or the graphs pooled), so "
+                         "their held-out scores do not pair")
     return "cv", ""
+
+
+def _cv_pools_differ(ra: dict, rb: dict, both: list[str]) -> list[str]:
+    """The collections whose CV pooled other graphs in the two runs (a run from before CV took
+    the valid graphs in holds out the train graphs only: other folds)."""
+    ids = lambda r, c: set((r["metrics"][c].get("cv_seed_per_graph") or [{}])[0])  # noqa: E731
+    return [c for c in both if ids(ra, c) != ids(rb, c)]
 
 
 def _fold_settings_differ(ra: dict, rb: dict) -> list[str]:
@@ -172,16 +200,18 @@ def _check_same_folds(ra: dict, rb: dict, run_a: Path, run_b: Path) -> None:
 
 
 def as_json(results: list[Paired]) -> list[dict]:
-    return [{**asdict(p), "gain": p.gain, "family_se": p.family_se, "clear": p.clear}
+    return [{**asdict(p), "gain": p.gain, "family_se": p.family_se, "clear": p.clear,
+             "lower_quartile": {"a": p.lower_quartile("a"), "b": p.lower_quartile("b")}}
             for p in results]
 
 
-def format_table(results: list[Paired], run_a: Path, run_b: Path) -> str:
+def format_table(results: list[Paired], run_a: Path, run_b: Path,
+                 families: bool = False) -> str:
     score, on = results[0].score, results[0].on
     tag = "ens" if score == "ensemble" else "seeds"
     head = (f"{'collection':<20} {'graphs':>6} {f'A {tag}':>9} {f'B {tag}':>9} "
             f"{f'gain {tag}':>10} {'seed sd':>7} {'fam se':>7}  {'fams +/-':>8}  "
-            f"{'worst family':<26} {'per-seed gains':<24} verdict")
+            f"{'worst family':<26} {'fam q25 A/B':<12} {'per-seed gains':<24} verdict")
     lines = [f"A = {run_a}", f"B = {run_b}",
              f"paired on {SPLITS[on][1]}" + (f" ({results[0].note})" if results[0].note else ""),
              head, "-" * len(head)]
@@ -190,19 +220,34 @@ def format_table(results: list[Paired], run_a: Path, run_b: Path) -> str:
         down = sum(g < 0 for g in p.family_gains.values())
         worst = min(p.family_gains, key=p.family_gains.get)
         seeds = " ".join(f"{g:+.3f}" for g in p.seed_gains)
+        q25 = f"{p.lower_quartile('a'):.3f}/{p.lower_quartile('b'):.3f}"
         lines.append(f"{p.collection:<20} {p.graphs:>6} {p.a:>9.3f} {p.b:>9.3f} "
                      f"{p.gain:>+10.3f} {p.seed_sd:>7.3f} {p.family_se:>7.3f}  "
                      f"{f'{up}/{down}':>8}  {f'{worst} {p.family_gains[worst]:+.3f}':<26} "
+                     f"{q25:<12} "
                      f"{seeds:<24} {p.verdict}")
     gains = [p.gain for p in results]
     lines.append(f"mean gain over {len(gains)} collections: {np.mean(gains):+.4f}")
+    if families:
+        lines += [line for p in results for line in _family_lines(p, tag)]
     lines.append(f"columns: {tag} = {SCORES[score]}; per-seed gains = B - A of seed i against "
                  f"seed i, each a single model's score; fams +/- and worst family: the gain of "
-                 f"{tag} per model family")
+                 f"{tag} per model family; fam q25 = the lower quartile of the family means "
+                 f"(A / B)")
     lines.append(f"verdict: 'clear' = |gain| above {CLEAR_SPREADS:g} x both the larger run's seed "
                  f"sd (sd of its per-seed means) and the standard error over families (fam se), "
                  f"most families moving the same way, and 2 seeds or more in each run")
     return "\n".join(lines)
+
+
+def _family_lines(p: Paired, tag: str) -> list[str]:
+    """Every family of a collection, B's worst first: graphs, both runs' means, the gain."""
+    lines = ["", f"{p.collection} per family, B's worst first ({tag}):",
+             f"{'family':<16} {'graphs':>6} {'A':>7} {'B':>7} {'gain':>7}"]
+    for f in sorted(p.family_b, key=p.family_b.get):
+        lines.append(f"{f:<16} {p.family_graphs[f]:>6} {p.family_a[f]:>7.3f} "
+                     f"{p.family_b[f]:>7.3f} {p.family_gains[f]:>+7.3f}")
+    return lines
 
 
 SCORES = {"ensemble": "the ensemble's per-graph score (its seeds' scaled scores averaged, as "
