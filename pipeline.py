@@ -123,8 +123,9 @@ def cmd_submit(args) -> int:
                                        {c: choices[c].feature_config for c in tests},
                                        args.cache_dir, workers=args.workers, pack=args.pack,
                                        client=client)
-    test_sets = {c: features.load_entry(built[c, "test"]) for c in tests}
-    rows = submission_rows(choices, test_sets, expected_configs(tests, test_sets))
+    listed = {c: features.load_entry(built[c, "test"], ()) for c in tests}   # graphs, no rows
+    rows = submission_rows(choices, {c: built[c, "test"] for c in tests},
+                           expected_configs(tests, listed))
     path = write_csv(args.out, rows)
     print(f"wrote {len(rows)} rows to {path}")
     return 0

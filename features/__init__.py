@@ -25,7 +25,8 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = "10000"
 
 from features.cache.build import (  # noqa: E402
-    BadFilesError, build_entries, build_entry, load_entry, load_or_build, uses_pool)
+    BadFilesError, build_entries, build_entry, load_entry, load_or_build, split_parts,
+    uses_pool)
 from features.cache.entries import default_config_rows, read_meta  # noqa: E402
 from features.cache.signature import feature_signature  # noqa: E402
 from features.cache.store import reclaim_stale  # noqa: E402
@@ -38,4 +39,4 @@ from features.schema import COLLECTIONS, SPLITS  # noqa: E402
 __all__ = ["BadFilesError", "COLLECTIONS", "SPLITS", "DataFormatError", "DataSource",
            "FeatureConfig", "FeatureSet", "Graph", "build_entries", "build_entry",
            "default_config_rows", "feature_signature", "load_entry", "load_or_build", "read_meta",
-           "reclaim_stale", "resolve_data", "sample_source", "uses_pool"]
+           "reclaim_stale", "resolve_data", "sample_source", "split_parts", "uses_pool"]

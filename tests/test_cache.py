@@ -240,3 +240,24 @@ def test_the_watchdog_exits_a_process_whose_parent_is_gone():
     start = time.time()
     assert subprocess.run([sys.executable, "-c", code], timeout=30).returncode == 1
     assert time.time() - start < 20
+
+
+def test_an_entry_read_part_by_part_is_the_entry_read_whole(tiny_npz, tmp_path):
+    """split_parts hands a split over a part at a time, each of whole graphs; joined, they are
+    load_entry's rows exactly, node rows and the files' config counts included."""
+    entry, _ = build_entry(tiny_npz, "layout:nlp:default", "valid", FeatureConfig(), tmp_path)
+    whole = load_entry(entry)
+    parts = list(features.split_parts(entry))
+    assert len(parts) == whole.n_graphs > 1 and whole.nodes is not None
+    assert np.array_equal(np.vstack([p.X for p in parts]), whole.X)
+    for key in ("runtime", "config_idx", "dup_count"):
+        assert np.array_equal(np.concatenate([getattr(p, key) for p in parts]),
+                              getattr(whole, key))
+    assert sum((p.graph_ids for p in parts), ()) == whole.graph_ids
+    assert [n for p in parts for n in p.meta["file_configs"]] == whole.meta["file_configs"]
+    for p, nodes in zip(parts, whole.nodes):
+        assert all(np.array_equal(a, b) for a, b in zip(p.nodes[0], nodes))
+    columns = list(whole.columns[:3])
+    assert all(p.columns == tuple(columns) and np.array_equal(p.X, whole.take_graphs(
+        np.array([i])).X[:, :3]) for i, p in enumerate(features.split_parts(entry, columns)))
+    assert list(features.split_parts(whole)) == [whole]

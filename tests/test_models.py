@@ -253,3 +253,20 @@ def test_openmp_threads_spin_briefly_unless_the_user_says_otherwise():
         assert "GOMP_SPINCOUNT = '10000'" in printed
     assert _openmp_settings(GOMP_SPINCOUNT="300000")[:2] == ("-", "300000")
     assert _openmp_settings(OMP_WAIT_POLICY="PASSIVE")[:2] == ("PASSIVE", "-")
+
+
+def test_scores_a_part_at_a_time_are_the_whole_splits(rng, monkeypatch):
+    """train scores the valid split part by part: the same scores as the whole matrix, and the
+    report's history rows are the first whole graphs within HISTORY_ROWS, across parts."""
+    from models.training import diagnostics
+    from models.training.runs import predicted
+    data = make_ranking(rng, [150, 90, 60, 200])
+    model = _fit("regression", data, n_estimators=5)
+    parts = [data.take_graphs(np.array([0, 1])), data.take_graphs(np.array([2, 3]))]
+    monkeypatch.setattr(diagnostics, "HISTORY_ROWS", 300)
+    (scores,), head = predicted([model], parts)
+    assert np.array_equal(scores, model.predict(data))
+    assert head.graph_ids == data.graph_ids[:3] and np.array_equal(head.X, data.X[:300])
+    monkeypatch.setattr(diagnostics, "HISTORY_ROWS", 10)     # the first graph, whatever its size
+    assert predicted([model], parts)[1].graph_ids == data.graph_ids[:1]
+    assert predicted([model], [])[1] is None

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 from features import FeatureConfig
+from features.cache.units import UNITS_PER_PART
 from models.bench import projection as pj
 from models.bench import stages as st
 from models.bench import run
 
 TRAIN = pj.TrainUnits(load=0.0, fit=0.0, check=0.0, predict=0.0, bin_memory=0.0,
-                      fit_memory=0.0, check_memory=0.0, columns=300)
+                      fit_memory=0.0, check_memory=0.0, held_memory=0.0, columns=300)
 ZERO = pj.UnitCosts(floor=0.0, read=0.0, featurize=0.0, graph=0.0, tile_file=0.0, entry=0.0,
                     pool=0.0, workers=2, baseline_mb=0.0, tile=TRAIN,
                     layout=replace(TRAIN, columns=600))
@@ -58,7 +59,7 @@ def test_train_files_are_read_up_to_max_read_configs_layout():
 
 def test_train_and_submit_are_rows_times_rounds_times_unit_costs():
     t = pj.TrainUnits(load=1e-8, fit=2e-6, check=3e-7, predict=1e-7, bin_memory=0.0,
-                      fit_memory=0.5, check_memory=2.0, columns=300)
+                      fit_memory=0.5, check_memory=2.0, held_memory=0.3, columns=300)
     p = pj.project("tile:xla", TILE, replace(ZERO, tile=t, tile_file=0.01))
     kept = FeatureConfig().max_train_configs_tile     # rows a tile train graph keeps
     train, valid, test = 100 * kept, 10 * 1500, 20 * 1500
@@ -67,10 +68,13 @@ def test_train_and_submit_are_rows_times_rounds_times_unit_costs():
                                       + valid * ROUNDS * 3e-7)
     assert p.submit_s == pytest.approx(20 * 0.01 / 2 + test * 300 * 1e-8 + test * ROUNDS * 1e-7)
     assert p.build_s == pytest.approx(110 * 0.01 / 2)
-    # the train rows are held as bins while fitted, the valid or test rows whole while
-    # predicted: the larger of the two
-    assert p.peak_mb == pytest.approx(max(0.5 * train * 4, 2.0 * test * 4, train * 16)
-                                      * 300 / 2**20)
+    # the train rows are held as bins while fitted; then what the fit left, and the valid or
+    # test rows scored a part (UNITS_PER_PART files) at a time: the larger of the two
+    assert p.peak_mb == pytest.approx(max(0.5 * train * 4, 0.3 * train * 4 + 2.0 * test * 4,
+                                          train * 16) * 300 / 2**20)
+    many = pj.project("tile:xla", replace(TILE, files=(100, 10, 2000)), replace(ZERO, tile=t))
+    part = UNITS_PER_PART["tile"] * 1500
+    assert many.peak_mb == pytest.approx((0.3 * train + 2.0 * part) * 4 * 300 / 2**20)
     binned = replace(t, fit_memory=50.0)
     assert pj.project("tile:xla", TILE, replace(ZERO, tile=binned)).peak_mb == \
         pytest.approx(50.0 * train * 300 * 4 / 2**20)
@@ -83,7 +87,7 @@ def test_train_and_submit_are_rows_times_rounds_times_unit_costs():
     assert pj.project("tile:xla", big, replace(ZERO, tile=sampled)).peak_mb == \
         pytest.approx((2.5 * 500_000 * 300 * 4 + pj.SAMPLE_ROWS * 300 * 16) / 2**20)
     few = pj.project("tile:xla", replace(TILE, files=(1, 10, 0)), replace(ZERO, tile=t))
-    assert few.peak_mb == pytest.approx(2.0 * valid * 300 * 4 / 2**20)
+    assert few.peak_mb == pytest.approx((0.3 * kept + 2.0 * valid) * 300 * 4 / 2**20)
     assert 2.0 * valid * 4 > kept * 16    # the valid rows' above the sample of the train rows
 
 
@@ -139,7 +143,7 @@ def _train_notes(rows, columns, rounds, fit, check, predict, load, x_mb, peaks):
             "bin": 0.25 * fit * rows * rounds, "fit": 0.75 * fit * rows * rounds,
             "validate": predict * rows * rounds, "report data": (check - predict) * rows * rounds,
             "bin_peak_mb": peaks[0] + pj.sample_mb(rows, columns), "fit_peak_mb": peaks[0],
-            "check_peak_mb": peaks[1]}
+            "held_peak_mb": peaks[2], "check_peak_mb": peaks[1], "part_mb": x_mb / 2}
 
 
 def test_unit_costs_recover_the_costs_behind_the_stage_times():
@@ -157,8 +161,10 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
              run.TRAIN.format(kind="layout", rounds=spec.train_rounds): (20.0, 500.0)}
     stages = [st.Stage(name, [st.Run(*v)]) for name, v in times.items()]
     notes = {"graph_tables_s": tables, "train": {
-        "tile": _train_notes(400_000, 300, 100, 3e-6, 4e-7, 1e-7, 6e-8, 500.0, (550.0, 1300.0)),
-        "layout": _train_notes(50_000, 650, 100, 8e-6, 9e-7, 2e-7, 5e-8, 100.0, (500.0, 400.0))}}
+        "tile": _train_notes(400_000, 300, 100, 3e-6, 4e-7, 1e-7, 6e-8, 500.0,
+                             (550.0, 1300.0, 400.0)),
+        "layout": _train_notes(50_000, 650, 100, 8e-6, 9e-7, 2e-7, 5e-8, 100.0,
+                               (500.0, 400.0, 350.0))}}
     r = run.BenchResult(spec, st.Inputs(Path("x"), False), st.conditions(), (0.0,) * 3, stages,
                         notes, notes, w)
     u = run.unit_costs(r)
@@ -167,8 +173,12 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
     assert u.graph == pytest.approx(tables / spec.layout_nodes)
     assert u.entry == pytest.approx(entry) and u.pool == 1.2 and u.baseline_mb == 300.0
     assert u.tile_file == pytest.approx(10.0 * w / spec.tile_kernels)
-    assert u.tile == pytest.approx(pj.TrainUnits(6e-8, 3e-6, 4e-7, 1e-7, 0.5, 0.5, 2.0, 300))
-    assert u.layout == pytest.approx(pj.TrainUnits(5e-8, 8e-6, 9e-7, 2e-7, 2.0, 2.0, 1.0, 650))
+    # memory over the baseline (300), per MB of the train rows (x_mb) or of a valid part
+    # (x_mb / 2); the check's over what the fit left held
+    assert u.tile == pytest.approx(pj.TrainUnits(6e-8, 3e-6, 4e-7, 1e-7, 0.5, 0.5, 3.6, 0.2,
+                                                 300))
+    assert u.layout == pytest.approx(pj.TrainUnits(5e-8, 8e-6, 9e-7, 2e-7, 2.0, 2.0, 1.0, 0.5,
+                                                   650))
 
 
 def test_the_fastest_projection_takes_each_stages_fastest_run_and_the_medians_memory():
@@ -180,7 +190,7 @@ def test_the_fastest_projection_takes_each_stages_fastest_run_and_the_medians_me
     seconds = dict(zip(names, [0.0, 2.7, 2.0, 30.0, 60.0, 10.0, 1.2]))
     rounds = [{"graph_tables_s": 1.2 * k, "train": {
         kind: _train_notes(50_000, 300, 100, 3e-6 * k, 4e-7 * k, 1e-7 * k, 6e-8 * k, 100.0,
-                           (500.0 * k, 400.0 * k)) for kind in ("tile", "layout")}}
+                           (500.0 * k, 400.0 * k, 350.0 * k)) for kind in ("tile", "layout")}}
         for k in (1, 3, 2)]   # the rounds' notes: times and peaks 1x, 3x, 2x
 
     def result(factors):

@@ -8,6 +8,7 @@ import time
 from concurrent.futures import as_completed
 from dataclasses import asdict
 from pathlib import Path
+from typing import Iterator
 
 from tqdm import tqdm
 
@@ -20,7 +21,7 @@ from features.cache import workers as worker_pool
 from features.npz.find import list_npz
 from features.npz.graph import DataFormatError, collect_format_error
 from features.cache.signature import feature_signature
-from features.cache.entries import read_meta, read_parts
+from features.cache.entries import read_meta, read_part_sets, read_parts
 from features.rows.compiled import compile_notice
 from features.rows.feature_set import FeatureSet
 from features.rows.table import FeatureConfig
@@ -173,15 +174,31 @@ def _build_in_pool(todo, task, packed, workers, force, errors, bar) -> None:
             raise
 
 
-def load_entry(entry: Path, columns: list[str] | None = None) -> FeatureSet:
-    """The entry's rows with every feature column, or only `columns` (() gives the targets and
-    graphs alone, for checks that need no features)."""
+def entry_columns(entry: Path, columns: list[str] | None) -> tuple[dict, list[str]]:
+    """(the entry's meta, the columns to read: every feature column, or `columns`)."""
     meta = read_meta(entry)
     unknown = sorted(set(columns or ()) - set(meta["columns"]))
     if unknown:
         raise ValueError(f"{entry}: no feature columns {unknown}")
-    return read_parts(entry, meta["collection"],
-                      meta["columns"] if columns is None else list(columns), meta)
+    return meta, meta["columns"] if columns is None else list(columns)
+
+
+def split_parts(split: FeatureSet | Path, columns: list[str] | None = None
+                ) -> Iterator[FeatureSet]:
+    """A split's rows a part at a time: an entry's parquet parts (read_part_sets), a FeatureSet
+    in memory as its one part."""
+    if isinstance(split, FeatureSet):
+        yield split
+        return
+    meta, names = entry_columns(split, columns)
+    yield from read_part_sets(split, meta["collection"], names, meta)
+
+
+def load_entry(entry: Path, columns: list[str] | None = None) -> FeatureSet:
+    """The entry's rows with every feature column, or only `columns` (() gives the targets and
+    graphs alone, for checks that need no features)."""
+    meta, names = entry_columns(entry, columns)
+    return read_parts(entry, meta["collection"], names, meta)
 
 
 def load_or_build(npz_root: Path, collection: str, split: str, cfg: FeatureConfig,

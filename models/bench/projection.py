@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 from features import FeatureConfig, uses_pool
+from features.cache.units import UNITS_PER_PART
 from features.rows.per_config import STAT_CONFIGS
 from features.schema import collection_kind
 
@@ -70,8 +71,10 @@ class TrainUnits:
                          # the entry), per MB of their matrix, LightGBM's sample aside
     fit_memory: float    # MB over the baseline while the rows are fitted (their bins, a probe's
                          # subset of them), per MB of their matrix
-    check_memory: float  # MB over the baseline while valid (or test) rows are loaded whole and
-                         # predicted, per MB of their matrix
+    check_memory: float  # MB over what the fit left while valid (or test) rows are scored a
+                         # part at a time (features.split_parts), per MB of the largest part
+    held_memory: float   # MB over the baseline that the fit leaves held (the allocator keeps
+                         # some of its pages), per MB of the train matrix
     columns: int
 
 
@@ -155,9 +158,11 @@ def project(collection: str, n: Counts, u: UnitCosts,
                + loaded["valid"] + rows["valid"] * rounds * t.check)
     submit_s = build["test"] + loaded["test"] + rows["test"] * rounds * t.predict
     matrix_mb = {k: v * t.columns * 4 / 2**20 for k, v in rows.items()}
+    part_mb = max(matrix_mb[s] * min(1.0, UNITS_PER_PART[kind] / max(f, 1))
+                  for s, f in zip(SPLIT_NAMES, n.files) if s != "train")
     peak_mb = max(t.bin_memory * matrix_mb["train"] + sample_mb(rows["train"], t.columns),
                   t.fit_memory * matrix_mb["train"],
-                  t.check_memory * max(matrix_mb["valid"], matrix_mb["test"]))
+                  t.held_memory * matrix_mb["train"] + t.check_memory * part_mb)
     return Projection(collection, build["train"] + build["valid"], train_s, submit_s,
                       int(rows["train"]), peak_mb)
 

@@ -132,13 +132,15 @@ def _round(run: st.Recorder, spec: st.BenchSpec, inputs: st.Inputs, work: Path,
 
 def _train_units(m: dict, baseline_mb: float) -> pj.TrainUnits:
     per = 1.0 / (m["rows"] * m["rounds"])   # every train row is also a valid row
+    held = max(m["held_peak_mb"], baseline_mb)
     return pj.TrainUnits(load=m["load_s"] / m["loaded_values"], fit=(m["bin"] + m["fit"]) * per,
                          check=(m["validate"] + m["report data"]) * per,
                          predict=m["validate"] * per,
                          bin_memory=max(m["bin_peak_mb"] - baseline_mb - pj.sample_mb(
                              m["rows"], m["columns"]), 0.0) / m["x_mb"],
                          fit_memory=max(m["fit_peak_mb"] - baseline_mb, 0.0) / m["x_mb"],
-                         check_memory=max(m["check_peak_mb"] - baseline_mb, 0.0) / m["x_mb"],
+                         check_memory=max(m["check_peak_mb"] - held, 0.0) / m["part_mb"],
+                         held_memory=max(held - baseline_mb, 0.0) / m["x_mb"],
                          columns=int(m["columns"]))
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from features import FeatureConfig, build_entry, load_entry, read_meta
 from models.sample import generate as sample
 from models.sample import synth_graph, synth_hlo
+from features.cache.entries import entry_parts
 from features.cache.store import writing
 from features.hlo import read_hlo
 from features.npz.read import read_graph
@@ -33,7 +34,8 @@ LIBRARIES = ("numpy", "numba", "lightgbm", "xgboost", "polars")
 FEW_CONFIGS = 2   # the layout graph with this many configs: what a file costs besides them
 # train_collection's stages (diagnostics.Stopwatch) while the train rows are held, and after
 FIT_STAGES = ("load", "fit", "cross-validate")
-CHECK_STAGES = ("load valid", "validate", "report data")
+HELD_STAGE = "load valid"     # the valid split's targets alone: what the fit left held
+CHECK_STAGES = ("validate", "report data")
 ALL_CONFIGS = FeatureConfig(max_train_configs_layout=0, max_train_configs_tile=0,
                             max_read_configs_layout=0)
 
@@ -298,6 +300,8 @@ def train_stage(entry: Path, rounds: int, graph_rows: int = 0, max_rows: int = 0
         data = as_graphs(data, graph_rows, max_rows)
     shape, x_mb = data.X.shape, data.X.nbytes / 2**20
     train = valid = data if graph_rows else entry
+    part_mb = x_mb if graph_rows else max(rows for _, rows in entry_parts(entry)) * \
+        shape[1] * 4 / 2**20
     del data
     cfg = TrainConfig(overrides={"n_estimators": rounds, "early_stopping": rounds + 1})
 
@@ -307,10 +311,12 @@ def train_stage(entry: Path, rounds: int, graph_rows: int = 0, max_rows: int = 0
         result = train_collection(cfg, train, valid, Path(out), fit_final=every_round,
                                   log=lambda _: None)
     peaks = result.stage_peak_mb
-    return {"rows": shape[0], "columns": shape[1], "x_mb": x_mb, "rounds": rounds,
+    return {"rows": shape[0], "columns": shape[1], "x_mb": x_mb, "part_mb": part_mb,
+            "rounds": rounds,
             "load_s": load_s, "loaded_values": loaded, **result.stages,
             "bin_peak_mb": peaks.get("bin", 0.0),
             "fit_peak_mb": max(peaks.get(k, 0.0) for k in FIT_STAGES),
+            "held_peak_mb": peaks.get(HELD_STAGE, 0.0),
             "check_peak_mb": max(peaks.get(k, 0.0) for k in CHECK_STAGES)}
 
 

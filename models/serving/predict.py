@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from features import DataSource, FeatureConfig, FeatureSet, feature_signature
+from features import DataSource, FeatureConfig, FeatureSet, feature_signature, split_parts
 from features.schema import collection_slug
 
 from models.training.run_files import ensemble_scores, load_models, read_run
@@ -109,17 +109,20 @@ def other_data(record: dict, c: str, source: DataSource) -> str:
     return "trained on other train files than this data's"
 
 
-def submission_rows(choices: dict[str, RunChoice], test_sets: dict[str, FeatureSet],
+def submission_rows(choices: dict[str, RunChoice], test_sets: dict[str, FeatureSet | Path],
                     expected: dict[str, int]) -> list[tuple[str, str]]:
     """Rows for every test graph (node rows, where a run's node learners score them, come with
-    the test rows from the build); checked against expected (ID -> configs in its file)."""
+    the test rows from the build); checked against expected (ID -> configs in its file).
+    test_sets: each collection's rows, or its cache entry, read a part at a time (a whole
+    graph's rows are in one part, and its scores depend on them alone)."""
     rows = []
-    for collection, data in test_sets.items():
+    for collection, split in test_sets.items():
         choice = choices[collection]
-        data = data.without(choice.record["train_config"].get("without", ()))
         models = collection_models(choice.run_dir, collection)
-        rows += to_rows(collection, data.graph_ids, data.config_idx,
-                        ensemble_scores(models, data), data.ptr)
+        for data in split_parts(split):
+            data = data.without(choice.record["train_config"].get("without", ()))
+            rows += to_rows(collection, data.graph_ids, data.config_idx,
+                            ensemble_scores(models, data), data.ptr)
     check_rows(rows, expected)
     return rows
 

@@ -97,17 +97,19 @@ def mean_gain(models, columns) -> dict[str, float]:
     return {columns[i]: float(share[i]) for i in order if share[i] > 0}
 
 
-def save(out_dir: Path, models, valid: FeatureSet, scores: np.ndarray,
+def save(out_dir: Path, models, valid: FeatureSet, head: FeatureSet | None, scores: np.ndarray,
          is_default: np.ndarray | None, columns) -> None:
     """Write valid_predictions.parquet and diagnostics.json into a collection's run directory.
-    columns: the models' feature names (an empty valid split has none)."""
+    valid: the valid rows' targets and graphs; head: its first graphs with their features (the
+    metric by round; None: no valid rows); columns: the models' feature names (an empty valid
+    split has none)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     pl.DataFrame({
         "graph_id": np.repeat(np.array(valid.graph_ids, dtype=str), valid.group_sizes),
         "config_idx": valid.config_idx, "runtime": valid.runtime, "score": scores,
         "is_default": np.zeros(scores.size, bool) if is_default is None else is_default,
     }).write_parquet(out_dir / "valid_predictions.parquet")
-    payload = {"history": metric_by_round(models, valid),
+    payload = {"history": metric_by_round(models, head) if head is not None else [],
                "gain_share": mean_gain(models, columns),
                "default_known": is_default is not None}
     (out_dir / "diagnostics.json").write_text(json.dumps(payload, indent=1))

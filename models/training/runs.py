@@ -13,13 +13,14 @@ import shlex
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field, replace
+from functools import reduce
 from pathlib import Path
 
 import lightgbm
 import numpy as np
 import xgboost
 
-from features import FeatureConfig, FeatureSet, load_entry
+from features import FeatureConfig, FeatureSet, load_entry, split_parts
 from features.rows.feature_set import FEATURE_FAMILIES
 from features.cache.signature import code_digest, imported_modules
 from features.cache.store import atomic_dir, fingerprint
@@ -303,7 +304,18 @@ def rows_of(split: Split, cfg: TrainConfig, matrix: bool = True) -> FeatureSet:
     """A split's rows without cfg.without's families (matrix False, from an entry: its targets
     and graphs alone, no columns); their node rows (built with them on NODE_ROW_COLLECTIONS
     beside 'full' rows) kept only where the collection has a node learner."""
-    data = loaded(split, None if matrix else ()).without(cfg.without)
+    return as_trained(loaded(split, None if matrix else ()), cfg)
+
+
+def parts_of(split: Split, cfg: TrainConfig):
+    """rows_of a part at a time (features.split_parts): for scoring, never the whole matrix."""
+    return (as_trained(part, cfg) for part in split_parts(split))
+
+
+def as_trained(data: FeatureSet, cfg: TrainConfig) -> FeatureSet:
+    """data as the run's models take it: without cfg.without's families, node rows only where
+    the collection has a node learner."""
+    data = data.without(cfg.without)
     return data if cfg.node_params(data.collection) is not None else replace(data, nodes=None)
 
 
@@ -358,17 +370,19 @@ def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path
         pool = cv_pool(cfg, train, valid)
         cv, cv_ids = cross_validate(cfg, pool, fit_final), pool.graph_ids
     del train, source, pool
-    with clock("load valid"):
-        valid = rows_of(valid, cfg)
+    with clock("load valid"):       # targets and graphs; the rows come a part at a time
+        split, valid = valid, replace(rows_of(valid, cfg, matrix=False), nodes=None)
     with clock("validate"):
         for i, m in enumerate(models):
             m.save(out_dir / f"seed-{i}")
         for i, m in enumerate(partners):
             m.save(out_dir / f"{partner_kind(m)}-{i}")
-        scores, seed_per_graph, ranker_means = validate(models, partners, valid)
+        predictions, head = predicted(models + partners, parts_of(split, cfg))
+        scores, seed_per_graph, ranker_means = validate(predictions[:len(models)],
+                                                        predictions[len(models):], valid)
         per_graph = metrics.per_graph_scores(valid.collection, scores, valid.runtime, valid.ptr)
     with clock("report data"):
-        diagnostics.save(out_dir, models, valid, scores, is_default, columns)
+        diagnostics.save(out_dir, models, valid, head, scores, is_default, columns)
     return CollectionResult(valid.collection, per_graph, random_reference(
         valid.collection, valid, cfg.seed), seed_per_graph, valid.graph_ids,
         time.perf_counter() - start, cv_graph_ids=cv_ids, cv_per_graph=cv,
@@ -377,17 +391,33 @@ def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path
         stages=clock.seconds, stage_peak_mb=clock.peak_mb)
 
 
-def validate(models: list, partners: list, valid: FeatureSet):
-    """The run's scores of the valid rows (as submit's ensemble_scores), (seeds, graphs) each
-    seed's per-graph score, and each seed's ranker's mean without its partner."""
-    ranker = [m.predict(valid) for m in models]
-    partner = [m.predict(valid) for m in partners]
+def predicted(models: list, parts) -> tuple[list[np.ndarray], FeatureSet | None]:
+    """Every model's scores of the parts' rows, in order, one part's matrix held at a time;
+    and the first whole graphs within diagnostics.HISTORY_ROWS rows (at least one) with their
+    features: what the report's metric by round scores."""
+    scores, heads, rows, full = [[] for _ in models], [], 0, False
+    for part in parts:
+        for out, m in zip(scores, models):
+            out.append(m.predict(part))
+        if not full:
+            fit = int(np.searchsorted(part.ptr, diagnostics.HISTORY_ROWS - rows, "right")) - 1
+            n = min(max(fit, 0 if heads else 1), part.n_graphs)
+            heads.append(part.take_graphs(np.arange(n)))
+            rows, full = rows + heads[-1].runtime.size, n < part.n_graphs
+    head = reduce(FeatureSet.joined, heads) if heads else None
+    return [np.concatenate(s) if s else np.zeros(0) for s in scores], head
+
+
+def validate(ranker: list[np.ndarray], partner: list[np.ndarray], valid: FeatureSet):
+    """The run's scores of the valid rows (as submit's ensemble_scores) from each seed's
+    ranker's and partner's scores, (seeds, graphs) each seed's per-graph score, and each
+    seed's ranker's mean without its partner."""
     per_seed = [metrics.per_graph_scores(valid.collection, s, valid.runtime, valid.ptr)
                 for s in blended(ranker, partner, valid.ptr)]
     alone = [metrics.collection_score(metrics.per_graph_scores(valid.collection, r, valid.runtime,
                                                                valid.ptr)) for r in ranker]
     return (mean_normalized(ranker + partner, valid.ptr),
-            np.array(per_seed).reshape(len(models), -1), alone)
+            np.array(per_seed).reshape(len(ranker), -1), alone)
 
 
 def run_code_digest(models_dir: Path = MODELS_DIR) -> str:
