@@ -82,6 +82,7 @@ def cmd_train(args) -> int:
     """Train one ranker per collection and print the validation table."""
     from models.training import RANKERS
     from models.training.run_files import format_table
+    from models.training.run_record import RunFeatures
     from models.training.runs import RUN_SET_PARAMS, TrainConfig, train_run
     fcfg = FeatureConfig(**parse_overrides(FeatureConfig, args.feature))
     cfg = TrainConfig(ranker=args.ranker, seeds=args.seeds, seed=args.seed, folds=args.folds,
@@ -95,9 +96,9 @@ def cmd_train(args) -> int:
                                        fcfg, args.cache_dir, workers=args.workers,
                                        pack=args.pack, client=client)
         entries = {c: (built[c, "train"], built[c, "valid"]) for c in args.collections}
-        info = {"signature": features.feature_signature(fcfg), "settings": asdict(fcfg),
-                "data": str(source.npz_root), "sample": source.is_sample,
-                "train_files": {c: source.train_fingerprint(c) for c in args.collections}}
+        info = RunFeatures(signature=features.feature_signature(fcfg), settings=asdict(fcfg),
+                           data=str(source.npz_root), sample=source.is_sample,
+                           train_files={c: source.train_fingerprint(c) for c in args.collections})
         defaults = {c: features.default_config_rows(valid) for c, (_, valid) in entries.items()}
         run_dir, record = train_run(cfg, entries, cache.runs_root(args.cache_dir), info,
                                     default_rows=defaults, client=client)

@@ -2,7 +2,6 @@
 options, and a README whose options exist on their commands and whose command list has them all."""
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -206,10 +205,13 @@ def test_cache_dir_of_a_reading_command_says_only_what_it_reads(command):
 
 
 def test_the_train_table_has_a_legend_for_its_columns_and_their_dashes(trained_run):
-    from models.training.run_files import format_table
+    from dataclasses import replace
 
-    record = json.loads((trained_run / "run.json").read_text())   # default seeds, no --folds
-    seeds = record["train_config"]["seeds"]
+    from models.training.run_files import format_table
+    from models.training.run_record import RunRecord
+
+    record = RunRecord.read(trained_run)   # default seeds, no --folds
+    seeds = record.seeds
     table = format_table(record)
     legend = " ".join(table[table.index("columns:"):].split())
     for column in ("scored / unscrd =", "mean, min, max =", "seed sd =", "random =", "cv =",
@@ -219,11 +221,11 @@ def test_the_train_table_has_a_legend_for_its_columns_and_their_dashes(trained_r
         in legend
     assert "cv = held-out-family mean ('-': no cross-validation, --folds K for one)" in legend
     rows = [line.split() for line in table.splitlines() if line.startswith(
-        tuple(record["metrics"]))]
-    assert [row[-2] for row in rows] == ["-"] * len(record["metrics"])   # the cv column
-    sds = [f"{np.std(m['seed_means']):.3f}" for m in record["metrics"].values()]
+        tuple(record.collections))]
+    assert [row[-2] for row in rows] == ["-"] * len(record.collections)   # the cv column
+    sds = [f"{np.std(m['seed_means']):.3f}" for m in record.metrics.values()]
     assert [row[-4] for row in rows] == sds   # seed sd
-    record["train_config"].update(seeds=1, folds=5)
+    record = replace(record, train_config={**record.train_config, "seeds": 1, "folds": 5})
     legend = " ".join(format_table(record).split())
     assert "(0.000: one model, --seeds 1)" in legend and "over --folds 5" in legend
 

@@ -10,10 +10,10 @@ import pytest
 
 import features
 import pipeline
-from features import FeatureConfig
 from models import metrics
 from models.training.fold_models import fold_models, run_config
-from models.training.run_files import is_partner, read_run
+from models.training.run_files import is_partner
+from models.training.run_record import RunRecord
 from models.training.runs import cross_validate, rows_of, seed_scores
 from models.training.family_split import graph_family
 
@@ -23,7 +23,7 @@ COLLECTION = "tile:xla"
 @pytest.fixture(scope="module")
 def train_entry(trained, trained_run, tiny_npz):
     cache, _ = trained
-    settings = FeatureConfig(**read_run(trained_run)["features"]["settings"])
+    settings = RunRecord.read(trained_run).feature_config
     built = features.build_entries(tiny_npz, [COLLECTION], ("train",), settings, cache)
     return built[COLLECTION, "train"]
 
@@ -32,7 +32,7 @@ def test_fold_models_are_the_cross_validations_models_kept(trained_run, train_en
     said = []
     folds = fold_models(trained_run, train_entry, COLLECTION, 2, log=said.append)
     assert len(folds) == 2 and len(said) == 2
-    cfg = run_config(read_run(trained_run))
+    cfg = run_config(RunRecord.read(trained_run))
     train = rows_of(train_entry, cfg)
     # train --folds 2 scores each held-out graph with models fit on the other fold; the kept
     # models, saved and read back, score them exactly so

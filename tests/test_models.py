@@ -170,13 +170,14 @@ def _with_unscorable_graphs(rng, collection):
 @pytest.mark.parametrize("collection", ["layout:xla:random", "tile:xla"])
 def test_unscorable_graphs_are_listed_and_counted_apart(rng, tmp_path, collection):
     from models.training.run_files import format_table
+    from models.training.run_record import RunFeatures
     from models.training.runs import TrainConfig, train_run
 
     train, valid = make_ranking(rng, [150] * 4, collection=collection), \
         _with_unscorable_graphs(rng, collection)
     _, record = train_run(TrainConfig(ranker="regression", overrides=FAST),
-                          {collection: (train, valid)}, tmp_path, {})
-    m = record["metrics"][collection]
+                          {collection: (train, valid)}, tmp_path, RunFeatures())
+    m = record.metrics[collection]
     assert m["n_scored"] == 2 and m["unscored"] == ["g1", "g2"]
     scored = [m["per_graph"][g] for g in ("g0", "g3")]
     assert m["mean"] == pytest.approx(np.mean(scored))

@@ -26,6 +26,7 @@ from models.training.diagnostics import default_first_per_graph
 from models.training.lgbm import LambdaRank
 from models.reporting import figures
 from models.reporting import report as report_module
+from models.training.run_record import RunRecord
 
 from .conftest import make_ranking
 
@@ -197,7 +198,7 @@ def _edited_run(trained_run, tmp_path, edit_record=None, edit_diag=None) -> Path
 
 
 def _section(run, collection):
-    return report_module.gather(run, collection, json.loads((run / "run.json").read_text()))
+    return report_module.gather(run, collection, RunRecord.read(run))
 
 
 LONG = "inception_v3_batch_8_train_"   # > 100 dev tile kernels share this prefix
@@ -340,8 +341,7 @@ def _legend_overlaps_axes(fig) -> bool:
 
 def test_the_time_legend_covers_no_bar(trained_run):
     """It sat inside the axes, over the longest (last) bar: layout:nlp:random's."""
-    record = json.loads((trained_run / "run.json").read_text())
-    fig = figures.stage_times(report_module.stage_seconds(record))
+    fig = figures.stage_times(report_module.stage_seconds(RunRecord.read(trained_run)))
     assert fig.legends and not _legend_overlaps_axes(fig)
 
 

@@ -42,8 +42,9 @@ from models.sample.generate import SAMPLE_MARKER
 from features.schema import is_tile
 
 from models.metrics import TILE_TOP_K, predicted_order
-from models.serving.predict import StaleRunError, check_signature, collection_models, read_run
+from models.serving.predict import StaleRunError, check_signature, collection_models
 from models.training.run_files import first_seeds
+from models.training.run_record import RunRecord
 from models.api.graph_state import GraphState, Scorer, graph_key, with_configs
 from models.api.reference import (DRAWN, DrawnReferenceWarning, distinct, drawn, drawn_message,
                                   shortfall, too_few_message)
@@ -115,13 +116,11 @@ class CostModel:
         path = Path(path)
         if (path / SAVED).is_file():
             return _load_saved(cls, path, cache_size, seeds)
-        record = read_run(path)
+        record = RunRecord.read(path)
         check_signature(record, path)    # also for settings this code no longer has
-        settings = FeatureConfig(**record["features"]["settings"])
-        models = {c: first_seeds(collection_models(path, c), seeds) for c in record["metrics"]}
-        model = cls(models, settings, cache_size=cache_size, source=str(path),
-                    without=tuple(record["train_config"].get("without", ())),
-                    trained_on=record["features"].get("data", ""),
+        models = {c: first_seeds(collection_models(path, c), seeds) for c in record.collections}
+        model = cls(models, record.feature_config, cache_size=cache_size, source=str(path),
+                    without=record.without, trained_on=record.trained_on,
                     trained_on_sample=_trained_on_sample(record), seeds=seeds)
         if model.trained_on_sample:
             warnings.warn(f"{path} was trained on the generated sample ({model.trained_on}): "
@@ -346,12 +345,12 @@ def _warn_on_family(g: Graph) -> None:
                       FamilyMismatchWarning, stacklevel=3)
 
 
-def _trained_on_sample(record: dict) -> bool:
+def _trained_on_sample(record: RunRecord) -> bool:
     """The run's data was the generated sample: the default fallback (run.json's 'sample'), or
     a tree holding the sample's marker named as --data-dir."""
-    if record["features"].get("sample"):
+    if record.features.sample:
         return True
-    data = Path(record["features"].get("data", ""))
+    data = Path(record.trained_on)
     return any((d / SAMPLE_MARKER).is_file() for d in (data, data.parent, data.parent.parent))
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from models.training.run_files import read_run
+from models.training.run_record import RunRecord
 from models.training.family_split import graph_family
 
 SPLITS = {"cv": ("cv_seed_per_graph", "held-out-family CV of the train and valid graphs (--folds)"),
@@ -78,10 +78,10 @@ class Paired:
         return "B clearly better" if self.gain > 0 else "B clearly worse"
 
 
-def seed_scores(record: dict, run_dir: Path, collection: str, split: str):
+def seed_scores(record: RunRecord, run_dir: Path, collection: str, split: str):
     """(graph ids, (seeds, graphs) scores) of one collection of a run."""
     key, what = SPLITS[split]
-    rows = record["metrics"].get(collection, {}).get(key) or []
+    rows = record.metrics.get(collection, {}).get(key) or []
     if not rows:
         hint = " (train it with --folds K)" if split == "cv" else ""
         raise ValueError(f"{run_dir}: no per-seed scores of {collection} on {what}{hint}; "
@@ -90,10 +90,10 @@ def seed_scores(record: dict, run_dir: Path, collection: str, split: str):
     return ids, np.array([[np.nan if r.get(g) is None else r[g] for g in ids] for r in rows])
 
 
-def ensemble_scores(record: dict, collection: str, split: str):
+def ensemble_scores(record: RunRecord, collection: str, split: str):
     """(graph ids, (graphs,) scores) of the run's ensemble on the valid split; None on CV (it
     keeps per-seed scores only) or for a run without them."""
-    rows = record["metrics"].get(collection, {}).get("per_graph") if split == "valid" else None
+    rows = record.metrics.get(collection, {}).get("per_graph") if split == "valid" else None
     if not rows:
         return None
     return list(rows), np.array([np.nan if v is None else v for v in rows.values()])
@@ -141,8 +141,8 @@ def _sd(x: np.ndarray) -> float:
 def compare_runs(run_a: Path, run_b: Path, split: str | None = None) -> list[Paired]:
     """Every collection both runs trained, paired on `split` ('cv' or 'valid'; None: CV where
     both runs have it, else valid, with a note saying why)."""
-    ra, rb = read_run(run_a), read_run(run_b)
-    both = [c for c in ra["metrics"] if c in rb["metrics"]]
+    ra, rb = RunRecord.read(run_a), RunRecord.read(run_b)
+    both = [c for c in ra.collections if c in rb.metrics]
     if not both:
         raise ValueError(f"{run_a} and {run_b} share no collection")
     note = ""
@@ -161,11 +161,11 @@ def compare_runs(run_a: Path, run_b: Path, split: str | None = None) -> list[Pai
             for c in both]
 
 
-def _default_split(ra: dict, rb: dict, run_a: Path, run_b: Path, both: list[str]):
+def _default_split(ra: RunRecord, rb: RunRecord, run_a: Path, run_b: Path, both: list[str]):
     """('cv', '') when both runs hold held-out-family scores from the same folds, else
     ('valid', why): two runs of the default `train` (no --folds) compare out of the box."""
     without = list(dict.fromkeys(str(p) for p, r in ((run_a, ra), (run_b, rb))
-                                 if not all(r["metrics"][c].get("cv_seed_per_graph")
+                                 if not all(r.metrics[c].get("cv_seed_per_graph")
                                             for c in both)))
     if without:
         return "valid", (f"{' and '.join(without)} {'has' if len(without) == 1 else 'have'} "
@@ -177,19 +177,18 @@ def _default_split(ra: dict, rb: dict, run_a: Path, run_b: Path, both: list[str]
     return "cv", ""
 
 
-def _cv_pools_differ(ra: dict, rb: dict, both: list[str]) -> list[str]:
+def _cv_pools_differ(ra: RunRecord, rb: RunRecord, both: list[str]) -> list[str]:
     """The collections whose CV pooled other graphs in the two runs (a run from before CV took
     the valid graphs in holds out the train graphs only: other folds)."""
-    ids = lambda r, c: set((r["metrics"][c].get("cv_seed_per_graph") or [{}])[0])  # noqa: E731
+    ids = lambda r, c: set((r.metrics[c].get("cv_seed_per_graph") or [{}])[0])  # noqa: E731
     return [c for c in both if ids(ra, c) != ids(rb, c)]
 
 
-def _fold_settings_differ(ra: dict, rb: dict) -> list[str]:
-    return [k for k in ("folds", "seed") if ra.get("train_config", {}).get(k) !=
-            rb.get("train_config", {}).get(k)]
+def _fold_settings_differ(ra: RunRecord, rb: RunRecord) -> list[str]:
+    return [k for k in ("folds", "seed") if ra.train_config.get(k) != rb.train_config.get(k)]
 
 
-def _check_same_folds(ra: dict, rb: dict, run_a: Path, run_b: Path) -> None:
+def _check_same_folds(ra: RunRecord, rb: RunRecord, run_a: Path, run_b: Path) -> None:
     # the folds follow --folds and --seed: other folds would pair a graph held out in other
     # company
     differ = _fold_settings_differ(ra, rb)

@@ -36,7 +36,8 @@ from features.rows.row_selection import target_runtime
 from models.api import CostModel
 from models.training.fold_models import fold_models
 from models.metrics import kendall_tau_b
-from models.training.run_files import is_partner, read_run
+from models.training.run_files import is_partner
+from models.training.run_record import RunRecord
 from features.graph.layout_space import config_keys, group_codes
 from models.tuning.tuner import Bound, Frozen, TuneSettings, tune_pool
 
@@ -176,10 +177,9 @@ def simulate_graph(model: CostModel, path: Path, collection: str,
 def fold_train_entries(run_dir: Path, npz_root: Path, collections, cache_dir: Path) -> dict:
     """The fold models' rows, for `simulate(train_entries=)` with folds: the train split's
     feature entries of the run's collections, built (or found) with the run's feature settings."""
-    record = read_run(run_dir)
-    cfg = features.FeatureConfig(**record["features"]["settings"])
-    wanted = [c for c in collections if c in record["metrics"]]
-    built = features.build_entries(npz_root, wanted, ("train",), cfg, cache_dir)
+    record = RunRecord.read(run_dir)
+    wanted = [c for c in collections if c in record.metrics]
+    built = features.build_entries(npz_root, wanted, ("train",), record.feature_config, cache_dir)
     return {c: built[c, "train"] for c in wanted}
 
 

@@ -30,7 +30,7 @@ from models.training import diagnostics
 from models.reporting import figures
 from models import metrics
 from models.metrics import METRIC_NAME
-from models.serving.predict import read_run
+from models.training.run_record import RunRecord
 from models.training.runs import N_RANDOM_ORDERS
 
 WORST_ROWS = 15   # graph table rows shown per collection; the rest fold out, the figure has all
@@ -61,8 +61,8 @@ class Section:
                                                               g["default_first"].to_numpy()])
 
 
-def gather(run_dir: Path, collection: str, record: dict) -> Section:
-    summary = record["metrics"][collection]
+def gather(run_dir: Path, collection: str, record: RunRecord) -> Section:
+    summary = record.metrics[collection]
     preds, diag = diagnostics.read(Path(run_dir) / collection_slug(collection))
     ids = list(summary["per_graph"])
     default = summary.get("default_per_graph") or {}
@@ -77,7 +77,7 @@ def gather(run_dir: Path, collection: str, record: dict) -> Section:
     scored = graphs.filter(pl.col("model").is_not_nan()).sort("model")
     return Section(collection, scored.with_row_index("number", offset=1),
                    graphs.filter(pl.col("model").is_nan())["graph_id"].to_list(), preds, diag,
-                   summary, record["params"][collection], record["features"].get("settings", {}))
+                   summary, record.params[collection], record.features.settings)
 
 
 def _floats(values) -> np.ndarray:
@@ -127,20 +127,20 @@ def _history_graphs(s: Section) -> str:
             f"{diagnostics.HISTORY_ROWS:,} rows, since every point predicts them again)")
 
 
-def stage_seconds(record: dict) -> dict[str, dict[str, float]]:
+def stage_seconds(record: RunRecord) -> dict[str, dict[str, float]]:
     """Per collection: feature builds (of the cache entries used) and the training stages."""
-    build = record["features"].get("build_seconds", {})
+    build = record.features.build_seconds
     return {c: {"features train": (build.get(c) or {}).get("train"),
                 "features valid": (build.get(c) or {}).get("valid"), **m.get("stages", {})}
-            for c, m in record["metrics"].items()}
+            for c, m in record.metrics.items()}
 
 
 def write_report(run_dir: Path, out_dir: Path | None = None) -> Path:
     """Write report.html, its PNGs and report.json; returns the HTML file's path."""
     run_dir = Path(run_dir)
     out_dir = check_dir(Path(out_dir) if out_dir else run_dir / "report", replaced=True)
-    record = read_run(run_dir)
-    sections = [gather(run_dir, c, record) for c in record["metrics"]]
+    record = RunRecord.read(run_dir)
+    sections = [gather(run_dir, c, record) for c in record.collections]
     images = {"stage_times": figures.png(figures.stage_times(stage_seconds(record)))}
     for s in sections:
         images.update({f"{collection_slug(s.collection)}-{k}": figures.png(fig)
@@ -154,7 +154,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None) -> Path:
             (tmp / f"{name}.png").write_bytes(png)
         (tmp / "report.html").write_text(render(run_dir, record, sections, images, tuning))
         (tmp / "report.json").write_text(json.dumps(
-            {"run": str(run_dir), "run_created": record.get("created"),
+            {"run": str(run_dir), "run_created": record.created,
              "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
              "files": ["report.html"] + [f"{n}.png" for n in images]}, indent=1))
     return out_dir / "report.html"
@@ -188,7 +188,7 @@ def _tune_sim_html(tuning: dict | None, images: dict) -> str:
         f"{html.escape(tuning['data'])}.</p>"])
 
 
-def render(run_dir: Path, record: dict, sections: list[Section], images: dict,
+def render(run_dir: Path, record: RunRecord, sections: list[Section], images: dict,
            tuning: dict | None = None) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Run report: "
              f"{html.escape(run_dir.name)}</title><style>{CSS}</style></head><body>",
@@ -203,19 +203,18 @@ def render(run_dir: Path, record: dict, sections: list[Section], images: dict,
     return "\n".join(parts + [_tune_sim_html(tuning, images), "</body></html>"])
 
 
-def _run_facts(record: dict) -> str:
-    data = record["features"].get("data", "?")
-    sample = " (the generated sample)" if record["features"].get("sample") else ""
-    return (f"<p>ranker <b>{html.escape(record['ranker'])}</b>, seeds "
-            f"{record['train_config']['seeds']}, trained {html.escape(record['created'])}, "
-            f"git {html.escape(str(record.get('git')))}; data {html.escape(str(data))}{sample}"
-            f"<br>final score (mean of collections): <b>{record['final']:.4f}</b></p>")
+def _run_facts(record: RunRecord) -> str:
+    sample = " (the generated sample)" if record.features.sample else ""
+    return (f"<p>ranker <b>{html.escape(record.ranker)}</b>, seeds {record.seeds}, trained "
+            f"{html.escape(record.created)}, git {html.escape(str(record.git))}; data "
+            f"{html.escape(record.trained_on or '?')}{sample}"
+            f"<br>final score (mean of collections): <b>{record.final:.4f}</b></p>")
 
 
-def _default_note(record: dict) -> str:
+def _default_note(record: RunRecord) -> str:
     sample = (" On the generated sample a tile file's normalizer is one random config's "
               "runtime, so there the 'default' tile is a random config."
-              if record["features"].get("sample") else "")
+              if record.features.sample else "")
     return ("<p class='note'>Compiler default first: layout, the configs that leave every slot "
             "at the compiler's default first, then file order (plain file order where a graph "
             "has no such config); tile, the default tile picked alone (runtime / normalizer = "

@@ -11,7 +11,8 @@ from pathlib import Path
 from features import DataSource, FeatureConfig, FeatureSet, feature_signature, split_parts
 from features.schema import collection_slug
 
-from models.training.run_files import ensemble_scores, load_models, read_run
+from models.training.run_files import ensemble_scores, load_models
+from models.training.run_record import RunRecord
 from models.serving.stale import StaleRunError
 from models.serving.submission import SubmissionError, check_rows, to_rows
 
@@ -21,19 +22,19 @@ MAX_LISTED_RUNS = 3
 @dataclass(frozen=True)
 class RunChoice:
     run_dir: Path
-    record: dict
+    record: RunRecord
     note: str = ""     # why the run's data differs from this data (accepted on request)
 
     @property
     def feature_config(self) -> FeatureConfig:
-        return FeatureConfig(**self.record["features"]["settings"])
+        return self.record.feature_config
 
 
-def list_runs(runs_root: Path) -> list[tuple[Path, dict]]:
+def list_runs(runs_root: Path) -> list[tuple[Path, RunRecord]]:
     """Every finished run, newest first."""
     files = sorted(Path(runs_root).glob("*/run.json"), key=lambda p: p.stat().st_mtime,
                    reverse=True)
-    return [(f.parent, read_run(f.parent)) for f in files]
+    return [(f.parent, RunRecord.read(f.parent)) for f in files]
 
 
 def choose_runs(runs_root: Path, source: DataSource, collections, given: dict,
@@ -44,7 +45,7 @@ def choose_runs(runs_root: Path, source: DataSource, collections, given: dict,
     for c in collections:
         run_dir = given.get(c, given.get(None))
         if run_dir is not None:
-            record = read_run(run_dir)
+            record = RunRecord.read(run_dir)
             problem = unfit(record, run_dir, c, source, allow_other_data)
             if problem:
                 raise StaleRunError(f"{run_dir} cannot serve {c}: {problem}")
@@ -67,10 +68,10 @@ def _newest_fit(runs, runs_root: Path, c: str, source: DataSource,
                         f"`pipeline.py train --collections {c}`, or name a run with --run")
 
 
-def unfit(record: dict, run_dir: Path, c: str, source: DataSource,
+def unfit(record: RunRecord, run_dir: Path, c: str, source: DataSource,
           allow_other_data: bool) -> str:
     """Why the run cannot serve collection c, or "" if it can."""
-    if c not in record.get("metrics", {}) or not (Path(run_dir) / collection_slug(c)).is_dir():
+    if c not in record.metrics or not (Path(run_dir) / collection_slug(c)).is_dir():
         return f"no model for {c}"
     stale = stale_reason(record)
     if stale:
@@ -81,30 +82,30 @@ def unfit(record: dict, run_dir: Path, c: str, source: DataSource,
     return ""
 
 
-def stale_reason(record: dict) -> str:
+def stale_reason(record: RunRecord) -> str:
     """"" when the run's features are what the current code and settings compute."""
     try:
-        current = feature_signature(FeatureConfig(**record["features"]["settings"]))
+        current = feature_signature(record.feature_config)
     except (TypeError, ValueError) as exc:
         return f"its feature settings are no longer valid ({exc})"
-    if record["features"].get("signature") != current:
-        return (f"trained on features {record['features'].get('signature')}, but the current "
+    if record.features.signature != current:
+        return (f"trained on features {record.features.signature}, but the current "
                 f"feature code and settings give {current}")
     return ""
 
 
-def check_signature(record: dict, run_dir: Path) -> None:
+def check_signature(record: RunRecord, run_dir: Path) -> None:
     stale = stale_reason(record)
     if stale:
         raise StaleRunError(f"{run_dir}: {stale}; rerun `pipeline.py train`")
 
 
-def other_data(record: dict, c: str, source: DataSource) -> str:
+def other_data(record: RunRecord, c: str, source: DataSource) -> str:
     """"" when the run's train files for c are this data's, else what differs."""
-    trained = record["features"].get("train_files", {}).get(c)
+    trained = record.features.train_files.get(c)
     if trained == source.train_fingerprint(c):
         return ""
-    if record["features"].get("sample") and not source.is_sample:
+    if record.features.sample and not source.is_sample:
         return "trained on the generated sample, not on this data"
     return "trained on other train files than this data's"
 
@@ -120,7 +121,7 @@ def submission_rows(choices: dict[str, RunChoice], test_sets: dict[str, FeatureS
         choice = choices[collection]
         models = collection_models(choice.run_dir, collection)
         for data in split_parts(split):
-            data = data.without(choice.record["train_config"].get("without", ()))
+            data = data.without(choice.record.without)
             rows += to_rows(collection, data.graph_ids, data.config_idx,
                             ensemble_scores(models, data), data.ptr)
     check_rows(rows, expected)
@@ -136,5 +137,4 @@ def collection_models(run_dir: Path, collection: str) -> list:
 
 
 __all__ = ["RunChoice", "StaleRunError", "SubmissionError", "check_signature", "choose_runs",
-           "collection_models", "read_run",
-           "submission_rows"]
+           "collection_models", "submission_rows"]

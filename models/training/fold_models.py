@@ -13,31 +13,31 @@ import numpy as np
 from features.cache.store import atomic_dir
 from features.schema import collection_slug
 
-from models.training.run_files import models_in, partner_kind, read_run
+from models.training.run_files import models_in, partner_kind
+from models.training.run_record import RunRecord
 from models.training.runs import TrainConfig, fit_partners, fit_seeds, rows_of
 from models.training.family_split import family_folds
 
 HELD = "held_out.json"
 
 
-def run_config(record: dict) -> TrainConfig:
+def run_config(record: RunRecord) -> TrainConfig:
     """The run's training settings, without its own cross-validation."""
-    saved = record["train_config"]
-    return TrainConfig(**{**saved, "without": tuple(saved.get("without", ())), "folds": 0})
+    return TrainConfig(**{**record.train_config, "without": record.without, "folds": 0})
 
 
 def fold_models(run_dir: Path, entry: Path, collection: str, folds: int,
                 log=print) -> list[tuple[list, tuple[str, ...]]]:
     """(models, the train graphs they never saw) per fold of `entry`'s train graphs, fit with
     the run's settings on the other folds' graphs; ValueError when they hold one family."""
-    record = read_run(run_dir)
+    record = RunRecord.read(run_dir)
     cfg = run_config(record)
     where = Path(run_dir) / f"folds-{folds}" / collection_slug(collection)
     graphs = sorted(rows_of(entry, cfg, matrix=False).graph_ids)
     held = _saved(where, graphs)
     if held is None:
         held = _fit(cfg, entry, collection, folds, where, log)
-    return [(models_in(where / name, record["ranker"]), tuple(ids)) for name, ids in held.items()]
+    return [(models_in(where / name, record.ranker), tuple(ids)) for name, ids in held.items()]
 
 
 def _saved(where: Path, graphs: list[str]) -> dict | None:

@@ -1,21 +1,19 @@
 """A trained run read back: the newest run directory, a collection's models, their ensemble,
 the validation table `train` prints.
 
-A run directory holds run.json and, per collection (features.schema.collection_slug), one
-seed-* directory per model in the ranker's native format (models/training/runs.py writes them).
-run.json records every other file's size and checksum ("files"): a model file that differs is
-refused, never loaded.
+A run directory holds run.json (models/training/run_record.py) and, per collection
+(features.schema.collection_slug), one seed-* directory per model in the ranker's native format
+(models/training/runs.py writes them). run.json records every other file's size and checksum
+("files"): a model file that differs is refused, never loaded.
 """
 from __future__ import annotations
 
-import json
 import textwrap
 from pathlib import Path
 
 import numpy as np
 
 from features import FeatureSet
-from features.cache.store import DamagedCacheError
 from features.cache.integrity import verify
 from features.schema import collection_slug
 
@@ -25,6 +23,7 @@ from models.training import RANKERS
 from models.training.base import normalize_per_graph
 from models.training.lgbm import RegressionPartner
 from models.training.node_learner import NodeModel
+from models.training.run_record import RunRecord
 
 # A seed's partner, by the directory its model is saved in (<kind>-<seed>)
 PARTNER_KINDS = {"node": NodeModel, "regression": RegressionPartner}
@@ -39,24 +38,11 @@ def latest_run(runs_root: Path) -> Path:
     return runs[-1].parent
 
 
-def read_run(run_dir: Path) -> dict:
-    """A run's run.json; FileNotFoundError if there is none, DamagedCacheError if unreadable."""
-    path = Path(run_dir) / "run.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: not a trained run (no run.json)")
-    try:
-        return json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise DamagedCacheError(path, f"damaged run record (unreadable: {exc})",
-                                f"retrain with: python pipeline.py train --cache-dir "
-                                f"{Path(run_dir).parent.parent}") from None
-
-
 def load_models(run_dir: Path, collection: str) -> list:
     """The collection's models: each seed's ranker, then each seed's partner if any."""
-    record = read_run(run_dir)
+    record = RunRecord.read(run_dir)
     check_model_files(run_dir, record, collection)
-    return models_in(Path(run_dir) / collection_slug(collection), record["ranker"])
+    return models_in(Path(run_dir) / collection_slug(collection), record.ranker)
 
 
 def models_in(here: Path, ranker: str) -> list:
@@ -98,13 +84,13 @@ def needs_nodes(models: list) -> bool:
     return any(isinstance(m, NodeModel) for m in models)
 
 
-def check_model_files(run_dir: Path, record: dict, collection: str) -> None:
+def check_model_files(run_dir: Path, record: RunRecord, collection: str) -> None:
     """DamagedCacheError naming the first of the collection's model files that is not what
     was written, and the command that trains the run again. Runs older than the record
     ("files") are not checked."""
     prefixes = tuple(f"{collection_slug(collection)}/{kind}-" for kind in ("seed", *PARTNER_KINDS))
-    fix = f"retrain with: {record.get('retrain', 'python pipeline.py train')}"
-    for name, expected in record.get("files", {}).items():
+    fix = f"retrain with: {record.retrain or 'python pipeline.py train'}"
+    for name, expected in record.files.items():
         if name.startswith(prefixes):
             verify(Path(run_dir) / name, expected, fix)
 
@@ -119,17 +105,18 @@ def mean_normalized(per_model: list[np.ndarray], ptr: np.ndarray) -> np.ndarray:
     return np.mean([normalize_per_graph(s, ptr) for s in per_model], axis=0)
 
 
-def legend(record: dict) -> list[str]:
+def legend(record: RunRecord) -> list[str]:
     """What the table's columns mean, and why a cell of this run reads '-' or 0."""
-    cfg, by_collection = record["train_config"], record["metrics"].values()
-    sd = ("0.000: one model, --seeds 1" if cfg["seeds"] == 1
-          else f"over the {cfg['seeds']} models of --seeds {cfg['seeds']}")
-    if cfg["folds"] < 2:
+    seeds, folds = record.seeds, record.train_config["folds"]
+    by_collection = record.metrics.values()
+    sd = ("0.000: one model, --seeds 1" if seeds == 1
+          else f"over the {seeds} models of --seeds {seeds}")
+    if folds < 2:
         cv = "'-': no cross-validation, --folds K for one"
     elif any(m["cv_mean"] is None for m in by_collection):
-        cv = f"over --folds {cfg['folds']}; '-' where the train graphs hold one family"
+        cv = f"over --folds {folds}; '-' where the train graphs hold one family"
     else:
-        cv = f"over --folds {cfg['folds']}"
+        cv = f"over --folds {folds}"
     metric = ", ".join(f"{kind} {name}" for kind, name in METRIC_NAME.items())
     empty = "; '-' with no scored graph" if any(m["mean"] is None for m in by_collection) else ""
     text = (f"columns: scored / unscrd = validation graphs in / left out of the mean; mean, min, "
@@ -139,27 +126,26 @@ def legend(record: dict) -> list[str]:
     return textwrap.wrap(text, width=100, subsequent_indent="  ", break_on_hyphens=False)
 
 
-def format_table(record: dict) -> str:
+def format_table(record: RunRecord) -> str:
     """Per-collection validation table: graphs scored and unscored, mean, per-graph min/max,
     seed spread, random order; then the unscored graphs and any warning."""
     head = (f"{'collection':<20} {'scored':>6} {'unscrd':>6} {'mean':>7} {'min':>7} {'max':>7} "
             f"{'seed sd':>7} {'random':>7} {'cv':>7} {'sec':>6}")
     lines = [head, "-" * len(head)]
-    for c, m in record["metrics"].items():
+    for c, m in record.metrics.items():
         cells = [m["mean"], m["min"], m["max"], m["seed_std"], m["random_mean"], m["cv_mean"]]
         unscored = len(m.get("unscored", []))   # older run.json files lack the split
         lines.append(f"{c:<20} {len(m['per_graph']) - unscored:>6} {unscored:>6} "
                      + " ".join(f"{x:>7.3f}" if x is not None else f"{'-':>7}" for x in cells)
                      + f" {m['seconds']:>6.1f}")
-    scored = record.get("final_collections", list(record["metrics"]))
-    final = f"{record['final']:.4f}" if record["final"] is not None else "-"
-    lines.append(f"{f'final (mean of {len(scored)} collections)':<34} {final}")
+    final = f"{record.final:.4f}" if record.final is not None else "-"
+    lines.append(f"{f'final (mean of {len(record.scored_collections)} collections)':<34} {final}")
     lines += legend(record)
-    for c, m in record["metrics"].items():
+    for c, m in record.metrics.items():
         if m.get("unscored"):
             shown = ", ".join(m["unscored"][:MAX_LISTED_GRAPHS])
             more = len(m["unscored"]) - MAX_LISTED_GRAPHS
             lines.append(f"unscored in {c} (one config or equal runtimes, not in the mean): "
                          f"{shown}" + (f" and {more} more" if more > 0 else ""))
-    lines += [f"warning: {w}" for w in record.get("warnings", [])]
+    lines += [f"warning: {w}" for w in record.warnings]
     return "\n".join(lines)

@@ -2,12 +2,12 @@
 
 A run directory holds <collection>/seed-<i>/ native model files + params.json (layout also
 the seed's partner: node-<i>/, its node learner, or regression-<i>/), and run.json
-recording the feature signature and cache keys, ranker settings, seeds, library versions and
-every validation score. `submit` reads it back and refuses models built on other features.
+(models/training/run_record.py) recording the feature signature and cache keys, ranker
+settings, seeds, library versions and every validation score. `submit` reads it back and
+refuses models built on other features.
 """
 from __future__ import annotations
 
-import json
 import platform
 import shlex
 import subprocess
@@ -38,6 +38,7 @@ from models.training.lgbm import (REGRESSION_DEFAULTS, LightGBMRanker, Regressio
                                   RegressionPartner)
 from models.training.node_learner import NODE_COLLECTIONS, NodeModel, NodeParams
 from models.training.run_files import mean_normalized, partner_kind
+from models.training.run_record import RunFeatures, RunRecord
 from models.training.family_split import family_folds, fit_family_stopped
 
 MODELS_DIR = Path(__file__).resolve().parents[1]
@@ -443,11 +444,13 @@ def run_key(cfg: TrainConfig, feature_keys: dict, cluster: dict | None = None) -
 
 
 def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
-              runs_root: Path, feature_info: dict, log=print,
+              runs_root: Path, feature_info: RunFeatures, log=print,
               default_rows: dict[str, np.ndarray] | None = None,
-              client=None) -> tuple[Path, dict]:
+              client=None) -> tuple[Path, RunRecord]:
     """Train every collection in `data`, then publish the run directory atomically.
 
+    feature_info: what the rows were built from (its build seconds and cache keys are filled in
+    here).
     default_rows: per collection, which validation rows hold the compiler's default config.
     client: a dask.distributed Client; each final fit then runs on its cluster
     (models/training/dask_train.py), the rounds still chosen here
@@ -455,7 +458,7 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
     if not data:
         raise ValueError("no collections to train")
     bare = {c: (loaded(t, ()), loaded(v, ())) for c, (t, v) in data.items()}   # no features
-    warnings = check_splits(cfg, bare, feature_info.get("data"))
+    warnings = check_splits(cfg, bare, feature_info.data)
     metas = {c: (t.meta, v.meta) for c, (t, v) in bare.items()}
     del bare   # its targets are loaded again with each collection's rows
     keys = {c: {"train": t.get("key"), "valid": v.get("key")} for c, (t, v) in metas.items()}
@@ -473,25 +476,23 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
                                                    tmp / collection_slug(collection),
                                                    (default_rows or {}).get(collection),
                                                    fit_final, log)
-        record = _run_record(cfg, results, keys, {**feature_info,
-                                                  "build_seconds": _build_seconds(metas)},
-                             warnings)
-        record["cluster"] = cluster
-        record["retrain"] = retrain_command(cfg, list(data), runs_root, feature_info)
-        record["files"] = {f.relative_to(tmp).as_posix(): file_sum(f)
-                           for f in sorted(tmp.rglob("*")) if f.is_file()}
-        (tmp / "run.json").write_text(json.dumps(record, indent=1))
+        built = replace(feature_info, build_seconds=_build_seconds(metas), keys=keys)
+        record = replace(_run_record(cfg, results, built, warnings), cluster=cluster,
+                         retrain=retrain_command(cfg, list(data), runs_root, feature_info),
+                         files={f.relative_to(tmp).as_posix(): file_sum(f)
+                                for f in sorted(tmp.rglob("*")) if f.is_file()})
+        record.write(tmp)
     return run_dir, record
 
 
 def retrain_command(cfg: TrainConfig, collections: list[str], runs_root: Path,
-                    feature_info: dict) -> str:
+                    feature_info: RunFeatures) -> str:
     """The `train` command that makes this run again, into the same directory: what the
     message of a damaged model file asks to run (run_files.check_model_files)."""
     args = ["python", "pipeline.py", "train", "--cache-dir", str(Path(runs_root).parent),
             "--ranker", cfg.ranker, "--collections", *collections]
-    if feature_info.get("data") and not feature_info.get("sample"):
-        args += ["--data-dir", str(feature_info["data"])]
+    if feature_info.data and not feature_info.sample:
+        args += ["--data-dir", feature_info.data]
     default = TrainConfig(ranker=cfg.ranker)
     for name, option in (("seeds", "--seeds"), ("seed", "--seed"), ("folds", "--folds")):
         if getattr(cfg, name) != getattr(default, name):
@@ -500,28 +501,27 @@ def retrain_command(cfg: TrainConfig, collections: list[str], runs_root: Path,
     args += [a for family in cfg.without for a in ("--without", family)]
     args += ["--allow-no-valid"] if cfg.allow_no_valid else []
     args += [] if cfg.partners else ["--ranker-alone"]
-    settings, defaults = feature_info.get("settings", {}), asdict(FeatureConfig())
+    settings, defaults = feature_info.settings, asdict(FeatureConfig())
     args += [a for k, v in settings.items() if v != defaults.get(k)
              for a in ("--feature", f"{k}={v}")]
     return shlex.join(args)
 
 
-def _run_record(cfg: TrainConfig, results: dict, keys: dict, feature_info: dict,
-                warnings: list[str]) -> dict:
-    by_collection = {c: r.summary() for c, r in results.items()}
+def _run_record(cfg: TrainConfig, results: dict, built: RunFeatures,
+                warnings: list[str]) -> RunRecord:
     final = metrics.final_score({c: r.mean for c, r in results.items()})
-    return {"ranker": cfg.ranker, "train_config": asdict(cfg),
-            "params": {c: asdict(cfg.params_for(c)) for c in results},
-            "node_params": {c: asdict(p) for c in results
-                            if (p := cfg.node_params(c)) is not None},
-            "regression_partner_params": {c: asdict(p) for c in results
-                                          if (p := cfg.regression_partner(c)) is not None},
-            "features": {**feature_info, "keys": keys},
-            "metrics": by_collection, "warnings": warnings, "final": _finite_or_none(final),
-            "final_collections": [c for c, r in results.items() if np.isfinite(r.mean)],
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "git": _git_describe(),
-            "versions": {"lightgbm": lightgbm.__version__, "xgboost": xgboost.__version__,
-                         "numpy": np.__version__, "python": platform.python_version()}}
+    return RunRecord(
+        ranker=cfg.ranker, train_config=asdict(cfg),
+        params={c: asdict(cfg.params_for(c)) for c in results},
+        node_params={c: asdict(p) for c in results if (p := cfg.node_params(c)) is not None},
+        regression_partner_params={c: asdict(p) for c in results
+                                   if (p := cfg.regression_partner(c)) is not None},
+        features=built, metrics={c: r.summary() for c, r in results.items()},
+        warnings=tuple(warnings), final=_finite_or_none(final),
+        final_collections=tuple(c for c, r in results.items() if np.isfinite(r.mean)),
+        created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), git=_git_describe(),
+        versions={"lightgbm": lightgbm.__version__, "xgboost": xgboost.__version__,
+                  "numpy": np.__version__, "python": platform.python_version()})
 
 
 def _build_seconds(metas: dict[str, tuple[dict, dict]]) -> dict:
