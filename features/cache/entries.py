@@ -149,11 +149,15 @@ def read_part_sets(entry: Path, collection: str, columns: list[str],
         frame = pl.read_parquet(p, columns=[*columns, *PER_ROW])
         X = np.empty((frame.height, len(columns)), np.float32)
         copy_rows(frame, columns, X)
+        per_row = {name: frame[name].to_numpy().astype(dtype) for name, dtype in PER_ROW.items()}
+        del frame
         nodes = _part_nodes(p, len(info["graph_ids"]))
-        yield FeatureSet(X=X, **{name: frame[name].to_numpy().astype(dtype, copy=False)
-                                 for name, dtype in PER_ROW.items()},
-                         ptr=np.concatenate([[0], np.cumsum(info["sizes"], dtype=np.int64)]),
-                         graph_ids=tuple(info["graph_ids"]), collection=collection,
-                         columns=tuple(columns), meta={**meta, "file_configs": info["configs"]},
-                         nodes=tuple(nodes) if nodes and all(n is not None for n in nodes)
-                         else None)
+        part = FeatureSet(X=X, **per_row,
+                          ptr=np.concatenate([[0], np.cumsum(info["sizes"], dtype=np.int64)]),
+                          graph_ids=tuple(info["graph_ids"]), collection=collection,
+                          columns=tuple(columns), meta={**meta, "file_configs": info["configs"]},
+                          nodes=tuple(nodes) if nodes and all(n is not None for n in nodes)
+                          else None)
+        del X, per_row, nodes     # a suspended generator keeps its locals: one part at a time
+        yield part
+        del part

@@ -310,7 +310,10 @@ def rows_of(split: Split, cfg: TrainConfig, matrix: bool = True) -> FeatureSet:
 
 def parts_of(split: Split, cfg: TrainConfig):
     """rows_of a part at a time (features.split_parts): for scoring, never the whole matrix."""
-    return (as_trained(part, cfg) for part in split_parts(split))
+    for part in split_parts(split):
+        part = as_trained(part, cfg)
+        yield part
+        del part     # not held while the next part is read
 
 
 def as_trained(data: FeatureSet, cfg: TrainConfig) -> FeatureSet:
@@ -405,6 +408,7 @@ def predicted(models: list, parts) -> tuple[list[np.ndarray], FeatureSet | None]
             n = min(max(fit, 0 if heads else 1), part.n_graphs)
             heads.append(part.take_graphs(np.arange(n)))
             rows, full = rows + heads[-1].runtime.size, n < part.n_graphs
+        del part     # not held while the next part is read
     head = reduce(FeatureSet.joined, heads) if heads else None
     return [np.concatenate(s) if s else np.zeros(0) for s in scores], head
 
