@@ -143,7 +143,8 @@ def _train_notes(rows, columns, rounds, fit, check, predict, load, x_mb, peaks):
             "bin": 0.25 * fit * rows * rounds, "fit": 0.75 * fit * rows * rounds,
             "validate": predict * rows * rounds, "report data": (check - predict) * rows * rounds,
             "bin_peak_mb": peaks[0] + pj.sample_mb(rows, columns), "fit_peak_mb": peaks[0],
-            "held_peak_mb": peaks[2], "check_peak_mb": peaks[1], "part_mb": x_mb / 2}
+            "held_peak_mb": peaks[2], "check_peak_mb": peaks[1], "part_mb": x_mb / 2,
+            "valid_rows": rows}
 
 
 def test_unit_costs_recover_the_costs_behind_the_stage_times():

@@ -119,10 +119,11 @@ def _round(run: st.Recorder, spec: st.BenchSpec, inputs: st.Inputs, work: Path,
     run(HLO_READ, st.hlo_read_stage, inputs.hlo_path,
         items=synth_hlo.instructions(spec.hlo_blocks), unit="instructions")
     tile_entry, _ = build_entry(npz, "tile:xla", "train", FeatureConfig(), work)
+    uncut, _ = build_entry(npz, "tile:xla", "train", st.ALL_CONFIGS, work)   # as valid, test
     layout_entry, _ = build_entry(npz, layout, "train", st.ALL_CONFIGS, work)
     rounds = spec.train_rounds
     train = {"tile": run(TRAIN.format(kind="tile", rounds=rounds), st.train_stage, tile_entry,
-                         rounds, items=tile_rows, unit="rows"),
+                         rounds, 0, 0, uncut, items=tile_rows, unit="rows"),
              "layout": run(TRAIN.format(kind="layout", rounds=rounds), st.train_stage,
                            layout_entry, rounds, FeatureConfig().max_train_configs_layout,
                            spec.layout_train_rows, items=min(c, spec.layout_train_rows),
@@ -131,11 +132,11 @@ def _round(run: st.Recorder, spec: st.BenchSpec, inputs: st.Inputs, work: Path,
 
 
 def _train_units(m: dict, baseline_mb: float) -> pj.TrainUnits:
-    per = 1.0 / (m["rows"] * m["rounds"])   # every train row is also a valid row
+    per, per_valid = (1.0 / (m[rows] * m["rounds"]) for rows in ("rows", "valid_rows"))
     held = max(m["held_peak_mb"], baseline_mb)
     return pj.TrainUnits(load=m["load_s"] / m["loaded_values"], fit=(m["bin"] + m["fit"]) * per,
-                         check=(m["validate"] + m["report data"]) * per,
-                         predict=m["validate"] * per,
+                         check=(m["validate"] + m["report data"]) * per_valid,
+                         predict=m["validate"] * per_valid,
                          bin_memory=max(m["bin_peak_mb"] - baseline_mb - pj.sample_mb(
                              m["rows"], m["columns"]), 0.0) / m["x_mb"],
                          fit_memory=max(m["fit_peak_mb"] - baseline_mb, 0.0) / m["x_mb"],

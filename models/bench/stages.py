@@ -286,13 +286,14 @@ def pool_start_stage(workers: int) -> int:
         return len({job.result() for job in [pool.submit(os.getpid) for _ in range(workers)]})
 
 
-def train_stage(entry: Path, rounds: int, graph_rows: int = 0, max_rows: int = 0) -> dict:
+def train_stage(entry: Path, rounds: int, graph_rows: int = 0, max_rows: int = 0,
+                valid_entry: Path | None = None) -> dict:
     """`train`'s own code on one collection (models/training/runs.train_collection), the train
-    rows doubling as valid rows, the probe and the refit both at `rounds` rounds; the peak RSS
-    while fitting and while checking. The train rows are streamed from the entry into their
-    bins, as `train` does; graph_rows: a one-graph layout entry's first max_rows rows split
-    into graphs of that many rows, held in memory (so the fit's peak holds them too: an upper
-    bound)."""
+    rows doubling as valid rows unless valid_entry (uncut tile kernels, as the valid and test
+    splits are) is given, the probe and the refit both at `rounds` rounds; the peak RSS while
+    fitting and while checking. The train rows are streamed from the entry into their bins, as
+    `train` does; graph_rows: a one-graph layout entry's first max_rows rows split into graphs
+    of that many rows, held in memory (so the fit's peak holds them too: an upper bound)."""
     start = time.perf_counter()
     data = load_entry(entry)
     load_s, loaded = time.perf_counter() - start, data.X.size
@@ -300,8 +301,8 @@ def train_stage(entry: Path, rounds: int, graph_rows: int = 0, max_rows: int = 0
         data = as_graphs(data, graph_rows, max_rows)
     shape, x_mb = data.X.shape, data.X.nbytes / 2**20
     train = valid = data if graph_rows else entry
-    part_mb = x_mb if graph_rows else max(rows for _, rows in entry_parts(entry)) * \
-        shape[1] * 4 / 2**20
+    valid = valid_entry or valid
+    parts = [shape[0]] if graph_rows else [rows for _, rows in entry_parts(valid)]
     del data
     cfg = TrainConfig(overrides={"n_estimators": rounds, "early_stopping": rounds + 1})
 
@@ -311,8 +312,8 @@ def train_stage(entry: Path, rounds: int, graph_rows: int = 0, max_rows: int = 0
         result = train_collection(cfg, train, valid, Path(out), fit_final=every_round,
                                   log=lambda _: None)
     peaks = result.stage_peak_mb
-    return {"rows": shape[0], "columns": shape[1], "x_mb": x_mb, "part_mb": part_mb,
-            "rounds": rounds,
+    return {"rows": shape[0], "columns": shape[1], "x_mb": x_mb, "rounds": rounds,
+            "valid_rows": sum(parts), "part_mb": max(parts) * shape[1] * 4 / 2**20,
             "load_s": load_s, "loaded_values": loaded, **result.stages,
             "bin_peak_mb": peaks.get("bin", 0.0),
             "fit_peak_mb": max(peaks.get(k, 0.0) for k in FIT_STAGES),
