@@ -35,8 +35,9 @@ from features.rows.row_selection import Rows
 from features.rows.table import FeatureConfig, GraphTable, file_table, write_part
 
 # Entry parts: tile units are tiny, so many share a part (one read instead of thousands when
-# the entry is loaded); layout units are big, so each is its own part.
-UNITS_PER_PART = {"tile": 256, "layout": 1}
+# the entry is loaded); layout units are big, so each is its own part. Splits are scored a
+# part at a time: 64 uncut tile kernels are about 130 MB of rows (docs/records/check_memory.md)
+UNITS_PER_PART = {"tile": 64, "layout": 1}
 # A part's files: its rows, their graphs and sizes, and (NODE_ROW_COLLECTIONS) its node rows
 PART_FILES = (".parquet", ".json", NODES_SUFFIX)
 
