@@ -7,7 +7,7 @@ import sys
 from features.rows import row_kernels as K
 from features.rows.node_rows import NODE_ROW_COLLECTIONS
 
-NOTICE = ("notice: compiling the layout feature kernels first: once per install, about 3 to 4 "
+NOTICE = ("notice: compiling the layout feature kernels first: once per install, about 1 to 3 "
           "minutes (Numba keeps them in its cache)")
 _said = False
 
