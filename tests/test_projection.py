@@ -119,14 +119,15 @@ def test_the_report_judges_the_targets_at_full_size_and_names_the_dominant_stage
                                               "ratio": 1960.0 / 600.0, "peak_mb": 10_000.0})
     judged = pj.format_projection(p, summary, judged=True)
     assert judged[-2] == ("end to end 32.7 min = 3.3 x the floor (10.0 min), peak 10,000 MB; "
-                          "12-minute target MISSED, 4,096 MB target MISSED")
+                          "3 x floor target MISSED, 4,096 MB target MISSED")
     assert judged[-1] == "dominant: train of tile:xla, 25.0 min (77% of the total)"
     assert judged[2].split() == ["tile:xla", "100", "1500", "300", "10", "7000"]
     assert "target" not in "\n".join(pj.format_projection(p, summary, judged=False))
     one = [replace(p[0], train_s=100.0, peak_mb=3000.0)]
-    fits = pj.format_projection(one, pj.summarize(one, replace(ZERO, baseline_mb=100.0)),
-                                judged=True)
-    assert fits[-2].endswith("12-minute target met, 4,096 MB target met")
+    fits = pj.format_projection(one, pj.summarize(one, replace(ZERO, floor=FLOOR_UNIT,
+                                                               baseline_mb=100.0)), judged=True)
+    assert fits[-2].endswith("= 0.8 x the floor (10.0 min), peak 3,100 MB; "
+                             "3 x floor target met, 4,096 MB target met")
     assert pj.summarize(one, ZERO).ratio == float("inf")   # no floor measured
 
 

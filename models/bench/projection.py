@@ -1,9 +1,9 @@
-"""Will the full download fit in 12 minutes and 4 GiB, and which stage dominates: the unit costs
-`bench` measures (UnitCosts) times the download's published counts (DOWNLOAD), default settings.
-Training is priced from `train`'s own code run by the bench (stages.train_stage), so what it
-reads, fits and predicts is measured, not restated here. The end to end is also given as a
-multiple of the floor (project_floor: inflating every node_config_feat of the download once,
-issue 61), a ratio the machine's speed and load mostly cancel out of, both being from one run."""
+"""Will the full download run within 3 x the floor and 4 GiB, and which stage dominates: the unit
+costs `bench` measures (UnitCosts) times the download's published counts (DOWNLOAD), default
+settings. Training is priced from `train`'s own code run by the bench (stages.train_stage), so
+what it reads, fits and predicts is measured, not restated here. The floor (project_floor) is
+inflating every node_config_feat of the download once, measured in the same run: a ratio the
+machine's speed and load mostly cancel out of, where minutes do not travel between machines."""
 from __future__ import annotations
 
 import math
@@ -17,7 +17,9 @@ from features.schema import collection_kind
 from models.training.lgbm import LAMBDARANK_DEFAULTS
 
 SPLIT_NAMES = ("train", "valid", "test")
-TIME_TARGET_S = 12 * 60      # issue 40: build + train + submit on 2 cores, three seeds
+# build + train + submit of the full download, three seeds, as a multiple of the floor measured in
+# the same run (inflating every node_config_feat once): minutes do not travel between machines
+RATIO_TARGET = 3.0
 MEMORY_TARGET_MB = 4 * 1024
 
 
@@ -228,8 +230,8 @@ def format_projection(projections: list[Projection], summary: Summary,
                      x[0].stages[x[1]])
     line = f"{ratio_text(summary)}, peak {peak:,.0f} MB"
     if judged:
-        line += (f"; {TIME_TARGET_S // 60}-minute target "
-                 f"{'met' if total <= TIME_TARGET_S else 'MISSED'}, {MEMORY_TARGET_MB:,} MB "
+        line += (f"; {RATIO_TARGET:g} x floor target "
+                 f"{'met' if summary.ratio <= RATIO_TARGET else 'MISSED'}, {MEMORY_TARGET_MB:,} MB "
                  f"target {'met' if peak <= MEMORY_TARGET_MB else 'MISSED'}")
     share = top.stages[stage] / total if total else 0.0
     return lines + [line, f"dominant: {stage} of {top.collection}, "
