@@ -21,6 +21,7 @@ from models.reporting.tune_sim_table import format_draws, format_table
 from models.evaluation.hardware import Hardware, quirk_sum
 from models.evaluation.hardware import main as hardware_main
 from models.evaluation.live_search import genetic_best
+from models.tuning.tuner import TuneSettings
 from models.evaluation.live_search import main as live_search_main
 from models.evaluation.tune_sim import (NEAR_STEPS, SimSettings, _picks, distinct_pool,
                                         near_best, random_best, simulate)
@@ -506,3 +507,32 @@ def test_a_live_search_names_a_missing_input_in_one_line(what, trained_run, tmp_
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert err.startswith("live_search: ") and str(tmp_path / "nothing") in err
+
+
+def test_the_live_searchs_budgets_and_bound_are_judged_by_the_stand_in(trained_run, tiny_npz):
+    """At a budget below the whole, a search counts the best measured among its first N
+    measurements, at the whole budget its confirmed best, each as the stand-in's noiseless
+    runtime over the default's; the bound's model is the stand-in's own runtime; the held-out
+    check scores unmeasured configs only, frozen and updated alike."""
+    from models.evaluation.live_search import Exact, found_at, near_check, one_search
+    path = list_npz(tiny_npz, "layout:xla:default", "valid")[0]
+    model = CostModel.load(trained_run)
+    hw = Hardware(model, path)
+    settings = TuneSettings()
+    configs = LayoutSpace.of_graph(*(hw.graph[k] for k in GRAPH_KEYS[:4])).random(
+        np.random.default_rng(1), 12)
+    scores, spread = Exact(hw).score(configs)
+    np.testing.assert_allclose(scores, -np.log(hw.runtime(configs)), rtol=1e-9)
+    assert (spread == 0).all()
+    result, taught = one_search(model, hw, "updated", 16, 0, "layout:xla:default", settings)
+    found = found_at(hw, result, [5, 10, 16])
+    for n, value in zip((5, 10), found):
+        first = result.configs[int(np.argmin(result.runtimes[:n]))]
+        assert value == pytest.approx(hw.runtime(first[None])[0] / hw.default_runtime)
+    assert found[2] == pytest.approx(hw.runtime(result.best[None])[0] / hw.default_runtime)
+    assert taught is not None
+    near = near_check(model, taught, hw, result, "layout:xla:default", 0, settings)
+    assert near is not None and near["configs"] >= 20
+    assert -1 <= near["frozen"] <= 1 and -1 <= near["updated"] <= 1
+    bound, none = one_search(model, hw, "bound", 16, 0, "layout:xla:default", settings)
+    assert none is None and len(bound.runtimes) <= 16

@@ -1,19 +1,28 @@
-"""A live search against the stand-in hardware (hardware.py): the tuner itself (tune_graph) on the dev
-valid layout graphs, with configs no file holds, "measured" by a model fitted on every dev graph
-(the valid ones included) with 1% noise. THE STAND-IN IS NOT A TPU: its numbers show that the
-search and its learning work, not how well they would do on hardware.
+"""A live search against the stand-in hardware (hardware.py): the tuner itself (tune_graph) on dev
+layout graphs, with configs no file holds, "measured" by a model fitted on every dev graph (the
+valid ones included) with 1% noise. THE STAND-IN IS NOT A TPU: its numbers show that the search
+and its learning work, not how well they would do on hardware.
 
-Three searches per graph and seed, the same budget and noise stream:
+Four searches per graph and seed, the same budget and noise stream:
 - updated: tune_graph as a user calls it (the model learns from every batch),
 - frozen:  tune_graph(learn=False),
-- blind:   the same evolution scored at random (no model: measurements alone steer it).
+- blind:   the same evolution scored at random (no model: measurements alone steer it),
+- bound:   the same evolution scored by the stand-in's own noiseless runtime (the exact model:
+           what the search finds when its model is right).
 Beside them, `genetic`: what the dataset's own search returned, the file's config of lowest
 measured runtime (its thousands of measurements), judged by the same stand-in.
 With `--quirks SD` the stand-in adds its fixed per-(node, group, layout) quirks (hardware.py):
 the tuner's model is then wrong in a way measurements can teach.
+With `--folds K` the graphs are the train split's and each is searched with the run's models fit
+again without its family (models/training/fold_models.py, as tune-sim --folds): the tuner's
+model does not know the family while the stand-in does, as on a program of a new family.
 Each search's returned best is judged by the stand-in's noiseless runtime over the default's;
-a family's figure is the geometric mean over its graphs (CNN = layout:xla, transformer =
-layout:nlp), per seed and over seeds.
+at the budgets of `--at` below `--budget`, the best measured among the first N measurements is
+(a search of budget N measures the same, then confirms its best). A family's figure is the
+geometric mean over its graphs, per seed and over seeds. Per model family: the share of the
+frozen search's distance to the bound that the updates close, and the learner's held-out check:
+Kendall tau of the frozen and the updated model's scores against the stand-in's runtimes of
+unmeasured configs a few mutations from the updated search's ten best (where it goes next).
 
     python -m models.evaluation.live_search --run RUN --hardware HW_RUN \
         --data-dir ../shared/tpugraphs_dev --budget 100 --seeds 0 1 2 --out FILE.json
@@ -26,51 +35,123 @@ import sys
 import time
 import warnings
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from features.npz.find import list_npz, resolve_npz_root
 from features.cache.store import CacheError, StorageError, write_atomically
+from features.graph.layout_space import LayoutSpace, config_keys, reference_configs
 from features.outputs import OutputPathError, check_file
 from models.api import CostModel, MissingModelError, StaleRunError
+from models.cli.options import at_least, folds
 from models.evaluation.hardware import Hardware
-from features.graph.layout_space import LayoutSpace
+from models.metrics import kendall_tau_b
+from models.reporting.live_search_table import format_table, geomean
+from models.training.family_split import graph_family
+from models.training.fold_models import fold_models
 from models.tuning.tune_graph import tune_graph
-from models.tuning.tuner import Blind, TuneSettings, tune
+from models.tuning.tuner import Blind, Bound, TuneSettings, tune
 
-SEARCHES = ("updated", "frozen", "blind")
+SEARCHES = ("updated", "frozen", "blind", "bound")
 COLLECTIONS = ("layout:xla:default", "layout:nlp:default")
 FAMILY = {"layout:xla:default": "CNN (xla)", "layout:nlp:default": "transformer (nlp)"}
+NEAR_PARENTS, NEAR_CHILDREN = 10, 10   # the held-out check: children of the ten best measured
+
+
+@dataclass
+class Exact:
+    """The stand-in's own noiseless runtime as the search's model: the exact-model bound."""
+    hw: Hardware
+
+    def score(self, configs):
+        return -self.hw.log_runtime(configs), np.zeros(len(configs))
+
+    def learn(self, configs, runtimes):
+        return None
 
 
 def one_search(model: CostModel, hw: Hardware, search: str, budget: int, seed: int,
                collection: str, settings: TuneSettings, stream: int = 0):
-    """The search's TuneResult; its noise drawn from (seed, stream): the same for all three."""
+    """(TuneResult, the model the search left: taught when updated); the search's noise drawn
+    from (seed, stream): the same for every search."""
     rng = np.random.default_rng([seed, stream])
     measure = lambda configs: hw.measure(configs, rng)   # noqa: E731
-    if search == "blind":
+    if search in ("blind", "bound"):
         space = LayoutSpace.of_graph(hw.graph["node_feat"], hw.graph["node_opcode"],
                                      hw.graph["edge_index"], hw.graph["node_config_ids"],
                                      settings.space)
-        return tune(measure, space, Blind(seed), budget, seed=seed, settings=settings)
-    return tune_graph(model.fresh(), measure, budget=budget, **hw.graph, collection=collection,
-                      seed=seed, settings=settings, learn=search == "updated")
+        scorer = Blind(seed) if search == "blind" else Exact(hw)
+        return tune(measure, space, scorer, budget, seed=seed, settings=settings), None
+    taught = model.fresh()
+    return tune_graph(taught, measure, budget=budget, **hw.graph, collection=collection,
+                      seed=seed, settings=settings, learn=search == "updated"), taught
 
 
-def graph_results(model, hw_run, path, collection, budget, seeds, settings, quirks) -> dict:
-    hw = Hardware.load(hw_run, path, quirks=quirks)
-    out = {"graph": path.stem, "nodes": int(hw.graph["node_config_ids"].size),
-           "genetic": genetic_best(hw, path)}
-    for search in SEARCHES:
-        ratios, measured = [], []
-        for seed in seeds:
-            r = one_search(model, hw, search, budget, seed, collection, settings,
-                           zlib.crc32(path.stem.encode()))
-            ratios.append(float(hw.runtime(r.best[None])[0] / hw.default_runtime))
+def found_at(hw: Hardware, result, at: list[int]) -> list[float]:
+    """The stand-in's runtime over the default's of the best measured among the first N
+    measurements, for each N of `at`; at the whole budget, of the search's confirmed best."""
+    out = []
+    for n in at:
+        best = (result.best if n >= len(result.runtimes)
+                else result.configs[int(np.argmin(result.runtimes[:n]))])
+        out.append(float(hw.runtime(best[None])[0] / hw.default_runtime))
+    return out
+
+
+def near_check(model: CostModel, taught: CostModel, hw: Hardware, result, collection: str,
+               seed: int, settings: TuneSettings) -> dict | None:
+    """The learner's held-out check: Kendall tau of the frozen and the updated model's scores
+    against the stand-in's runtimes (higher = faster) of unmeasured children (1 + geometric
+    mutations) of the search's ten best measured configs; None when fewer than 20 are left."""
+    g = hw.graph
+    space = LayoutSpace.of_graph(g["node_feat"], g["node_opcode"], g["edge_index"],
+                                 g["node_config_ids"], settings.space)
+    order = np.argsort(result.runtimes, kind="stable")
+    keys, parents = set(config_keys(result.configs)), []
+    for i in order:
+        if len(parents) == NEAR_PARENTS:
+            break
+        if not any(np.array_equal(result.configs[i], p) for p in parents):
+            parents.append(result.configs[i])
+    rng = np.random.default_rng([seed, 7])
+    children = space.mutate(rng, np.repeat(np.array(parents), NEAR_CHILDREN, axis=0))
+    fresh = [i for i, k in enumerate(config_keys(children)) if k not in keys]
+    _, first = np.unique(np.array(config_keys(children))[fresh], return_index=True)
+    near = children[np.array(fresh)[np.sort(first)]] if fresh else children[:0]
+    if len(near) < 20:
+        return None
+    faster = -hw.log_runtime(near)
+    graph = {k: g[k] for k in ("node_feat", "node_opcode", "edge_index", "node_config_ids")}
+    reference = reference_configs(space, settings.reference, seed)
+    out = {"configs": int(len(near))}
+    for name, m in (("frozen", model.fresh()), ("updated", taught)):
+        scores, _ = Bound(m, graph, reference, collection).score(near)
+        out[name] = kendall_tau_b(scores, faster)
+    return out
+
+
+def graph_results(model, hw_run, path, collection, args, settings) -> dict:
+    hw = Hardware.load(hw_run, path, quirks=args.quirks)
+    out = {"graph": path.stem, "family": graph_family(path.stem), "collection": collection,
+           "nodes": int(hw.graph["node_config_ids"].size), "genetic": genetic_best(hw, path)}
+    at = sorted({*[n for n in args.at if n < args.budget], args.budget})
+    out["at"] = at
+    for search in args.searches:
+        found, measured, near = [], [], []
+        for seed in args.seeds:
+            r, taught = one_search(model, hw, search, args.budget, seed, collection, settings,
+                                   zlib.crc32(path.stem.encode()))
+            found.append(found_at(hw, r, at))
             measured.append(int(len(r.runtimes)))
-        out[search] = ratios
+            if search == "updated":
+                near.append(near_check(model, taught, hw, r, collection, seed, settings))
+        out[search] = [f[-1] for f in found]      # per seed, at the whole budget
+        out[f"{search}_at"] = found               # per seed, at each budget of `at`
         out[f"{search}_measured"] = measured
+        if search == "updated":
+            out["near"] = near
     return out
 
 
@@ -81,15 +162,11 @@ def genetic_best(hw: Hardware, path: Path) -> float:
     return float(hw.runtime(best[None])[0] / hw.default_runtime)
 
 
-def geomean(values) -> float:
-    return float(np.exp(np.mean(np.log(values))))
-
-
-def summarise(graphs: list[dict], seeds) -> dict:
+def summarise(graphs: list[dict], seeds, searches) -> dict:
     """Per search: the geometric mean over graphs of best / default, per seed and overall, and
     how many returned bests are slower than the default."""
     out = {}
-    for search in SEARCHES:
+    for search in searches:
         per_seed = [geomean([g[search][i] for g in graphs]) for i in range(len(seeds))]
         out[search] = {"geomean": geomean([v for g in graphs for v in g[search]]),
                        "per_seed": per_seed,
@@ -100,21 +177,46 @@ def summarise(graphs: list[dict], seeds) -> dict:
 
 def inputs(args) -> tuple[CostModel, Path]:
     """The tuner's model and the dev npz root, the stand-in's run checked: an error here (a
-    missing, stale or damaged run, one without the default collections' models, no valid
-    graphs) comes before the searches' minutes."""
+    missing, stale or damaged run, one without the default collections' models, no graphs to
+    search) comes before the searches' minutes."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")      # FamilyMismatch etc.: the collection is named
         model = CostModel.load(args.run, seeds=args.model_seeds)
         hardware = CostModel.load(args.hardware)
     for name, m in ((args.run, model), (args.hardware, hardware)):
-        missing = [c for c in COLLECTIONS if c not in m.models]
+        missing = [c for c in args.collections if c not in m.models]
         if missing:
             raise MissingModelError(f"{name}: no model for {', '.join(missing)}")
     root = resolve_npz_root(args.data_dir)
-    empty = [c for c in COLLECTIONS if root is None or not list_npz(root, c, "valid")]
+    split = "train" if args.folds >= 2 else "valid"
+    empty = [c for c in args.collections if root is None or not list_npz(root, c, split)]
     if empty:
-        raise FileNotFoundError(f"{args.data_dir}: no valid graphs of {', '.join(empty)}")
+        raise FileNotFoundError(f"{args.data_dir}: no {split} graphs of {', '.join(empty)}")
     return model, root
+
+
+def searched(args, model: CostModel, root: Path, collection: str) -> list[tuple[CostModel, Path]]:
+    """(the tuner's model, graph file) pairs: the valid graphs with the run's models, or with
+    folds each train graph with the models of the fold that held its family out; at most
+    `--max-graphs` per model family."""
+    if args.folds < 2:
+        pairs = [(model, f) for f in list_npz(root, collection, "valid")]
+    else:
+        from models.evaluation.tune_sim import fold_train_entries
+        entry = fold_train_entries(args.run, root, [collection], args.cache_dir)[collection]
+        files = {f.stem: f for f in list_npz(root, collection, "train")}
+        pairs = []
+        for models, held in fold_models(args.run, entry, collection, args.folds):
+            fold = CostModel({collection: models}, model.settings, without=model.without,
+                             source=model.source)
+            pairs += [(fold, files[g]) for g in sorted(held) if g in files]
+    kept, per_family = [], {}
+    for m, f in pairs:
+        n = per_family.setdefault(graph_family(f.stem), 0)
+        if not args.max_graphs or n < args.max_graphs:
+            kept.append((m, f))
+            per_family[graph_family(f.stem)] = n + 1
+    return kept
 
 
 def run(args, model: CostModel, root: Path) -> dict:
@@ -122,36 +224,19 @@ def run(args, model: CostModel, root: Path) -> dict:
     result = {"stand_in": "a cost model fitted on every dev graph, the valid ones included, with "
                           "1% noise: NOT a TPU; the search works, not how well on hardware",
               "run": str(args.run), "hardware": str(args.hardware), "quirks": args.quirks,
-              "budget": args.budget,
+              "budget": args.budget, "folds": args.folds, "searches": list(args.searches),
               "seeds": list(args.seeds), "model_seeds": args.model_seeds, "families": {}}
-    for collection in COLLECTIONS:
-        files = list_npz(root, collection, "valid")[:args.max_graphs or None]
+    for collection in args.collections:
         start, graphs = time.perf_counter(), []
-        for f in files:
-            graphs.append(graph_results(model, args.hardware, f, collection, args.budget,
-                                        args.seeds, settings, args.quirks))
+        for m, f in searched(args, model, root, collection):
+            graphs.append(graph_results(m, args.hardware, f, collection, args, settings))
             print(f"{collection} {f.stem}: " + ", ".join(
-                f"{s} {geomean(graphs[-1][s]):.3f}" for s in SEARCHES), flush=True)
+                f"{s} {geomean(graphs[-1][s]):.3f}" for s in args.searches), flush=True)
         result["families"][FAMILY[collection]] = {
             "collection": collection, "graphs": graphs,
-            "seconds": round(time.perf_counter() - start), **summarise(graphs, args.seeds)}
+            "seconds": round(time.perf_counter() - start),
+            **summarise(graphs, args.seeds, args.searches)}
     return result
-
-
-def format_table(result: dict) -> str:
-    lines = [f"best found / compiler default, stand-in runtime, after {result['budget']} "
-             f"measurements (geometric mean over graphs; seeds {result['seeds']}; quirks "
-             f"{result.get('quirks', 0.0)}); THE STAND-IN IS A MODEL, NOT A TPU",
-             f"{'family':<20} {'search':<8} {'geomean':>8}  per seed{'':<16} slower than default"]
-    for family, f in result["families"].items():
-        for i, s in enumerate(SEARCHES):
-            label = f"{family} ({len(f['graphs'])})" if i == 0 else ""
-            seeds = " ".join(f"{v:.3f}" for v in f[s]["per_seed"])
-            lines.append(f"{label:<20} {s:<8} {f[s]['geomean']:>8.3f}  {seeds:<24} "
-                         f"{f[s]['slower_than_default']}")
-        lines.append(f"{'':<20} {'genetic':<8} {f['genetic']:>8.3f}  (the file's fastest-"
-                     f"measured config, thousands of measurements)")
-    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -161,10 +246,19 @@ def main(argv=None) -> int:
     p.add_argument("--hardware", type=Path, required=True,
                    help="the stand-in's run (hardware.py: trained on train + valid)")
     p.add_argument("--data-dir", required=True, help="the dev TpuGraphs tree")
-    p.add_argument("--budget", type=int, default=100)
+    p.add_argument("--collections", nargs="+", choices=COLLECTIONS, default=list(COLLECTIONS))
+    p.add_argument("--budget", type=at_least(1), default=100)
+    p.add_argument("--at", type=at_least(1), nargs="+", default=[20, 50],
+                   help="smaller budgets reported too: the best of the first N measurements")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--searches", nargs="+", choices=SEARCHES, default=list(SEARCHES))
     p.add_argument("--model-seeds", type=int, help="the run's first N seed models only")
-    p.add_argument("--max-graphs", type=int, default=0, help="per family (0: all)")
+    p.add_argument("--folds", type=folds, default=0,
+                   help="search the train graphs, each with the run's models fit without its "
+                        "family over this many folds (0: the valid graphs, the run's models)")
+    p.add_argument("--cache-dir", type=Path, default=Path("data_cache"),
+                   help="with --folds: where the train graphs' feature rows are built")
+    p.add_argument("--max-graphs", type=at_least(0), default=0, help="per model family (0: all)")
     p.add_argument("--quirks", type=float, default=0.0,
                    help="the stand-in's per (node, group, layout) log-runtime sd (hardware.py)")
     p.add_argument("--out", type=Path, help="write the result as JSON")
