@@ -514,7 +514,9 @@ def test_the_live_searchs_budgets_and_bound_are_judged_by_the_stand_in(trained_r
     measurements, at the whole budget its confirmed best, each as the stand-in's noiseless
     runtime over the default's; the bound's model is the stand-in's own runtime; the held-out
     check scores unmeasured configs only, frozen and updated alike."""
-    from models.evaluation.live_search import Exact, found_at, near_check, one_search
+    from features.graph.layout_space import config_keys, reference_configs
+    from models.evaluation.live_search import (Exact, found_at, near_check, near_configs,
+                                               one_search, scored)
     path = list_npz(tiny_npz, "layout:xla:default", "valid")[0]
     model = CostModel.load(trained_run)
     hw = Hardware(model, path)
@@ -532,7 +534,19 @@ def test_the_live_searchs_budgets_and_bound_are_judged_by_the_stand_in(trained_r
     assert found[2] == pytest.approx(hw.runtime(result.best[None])[0] / hw.default_runtime)
     assert taught is not None
     near = near_check(model, taught, hw, result, "layout:xla:default", 0, settings)
-    assert near is not None and near["configs"] >= 20
-    assert -1 <= near["frozen"] <= 1 and -1 <= near["updated"] <= 1
+    space = LayoutSpace.of_graph(*(hw.graph[k] for k in GRAPH_KEYS[:4]))
+    configs = near_configs(space, result, 0)
+    assert near["configs"] == len(configs) >= 20
+    assert not set(config_keys(configs)) & set(config_keys(result.configs))
+    faster = -np.log(hw.runtime(configs))
+    reference = reference_configs(space, settings.reference, 0)
+    by = {}
+    for name, m in (("frozen", CostModel.load(trained_run)), ("updated", taught)):
+        by[name] = m.rank(**hw.graph, node_config_feat=configs, reference=reference,
+                          collection="layout:xla:default").scores
+        assert near[name] == pytest.approx(kendall_tau_b(by[name], faster))
+        np.testing.assert_allclose(scored(m, hw, configs, reference, "layout:xla:default"),
+                                   by[name], rtol=1e-12)
+    assert not np.allclose(by["frozen"], by["updated"])     # what the search taught counts
     bound, none = one_search(model, hw, "bound", 16, 0, "layout:xla:default", settings)
     assert none is None and len(bound.runtimes) <= 16

@@ -100,36 +100,46 @@ def found_at(hw: Hardware, result, at: list[int]) -> list[float]:
     return out
 
 
+def near_configs(space: LayoutSpace, result, seed: int) -> np.ndarray:
+    """Distinct unmeasured children (1 + geometric mutations each) of the search's ten best
+    measured configs: where the search goes next."""
+    parents, seen = [], set()
+    for i in np.argsort(result.runtimes, kind="stable"):
+        key = config_keys(result.configs[i][None])[0]
+        if key not in seen and len(parents) < NEAR_PARENTS:
+            parents.append(result.configs[i])
+            seen.add(key)
+    children = space.mutate(np.random.default_rng([seed, 7]),
+                            np.repeat(np.array(parents), NEAR_CHILDREN, axis=0))
+    measured, keep = set(config_keys(result.configs)), {}
+    for i, key in enumerate(config_keys(children)):
+        if key not in measured:
+            keep.setdefault(key, i)
+    return children[list(keep.values())]
+
+
 def near_check(model: CostModel, taught: CostModel, hw: Hardware, result, collection: str,
                seed: int, settings: TuneSettings) -> dict | None:
     """The learner's held-out check: Kendall tau of the frozen and the updated model's scores
-    against the stand-in's runtimes (higher = faster) of unmeasured children (1 + geometric
-    mutations) of the search's ten best measured configs; None when fewer than 20 are left."""
+    against the stand-in's runtimes (higher = faster) of near_configs; None when fewer than 20."""
     g = hw.graph
     space = LayoutSpace.of_graph(g["node_feat"], g["node_opcode"], g["edge_index"],
                                  g["node_config_ids"], settings.space)
-    order = np.argsort(result.runtimes, kind="stable")
-    keys, parents = set(config_keys(result.configs)), []
-    for i in order:
-        if len(parents) == NEAR_PARENTS:
-            break
-        if not any(np.array_equal(result.configs[i], p) for p in parents):
-            parents.append(result.configs[i])
-    rng = np.random.default_rng([seed, 7])
-    children = space.mutate(rng, np.repeat(np.array(parents), NEAR_CHILDREN, axis=0))
-    fresh = [i for i, k in enumerate(config_keys(children)) if k not in keys]
-    _, first = np.unique(np.array(config_keys(children))[fresh], return_index=True)
-    near = children[np.array(fresh)[np.sort(first)]] if fresh else children[:0]
+    near = near_configs(space, result, seed)
     if len(near) < 20:
         return None
     faster = -hw.log_runtime(near)
-    graph = {k: g[k] for k in ("node_feat", "node_opcode", "edge_index", "node_config_ids")}
     reference = reference_configs(space, settings.reference, seed)
-    out = {"configs": int(len(near))}
-    for name, m in (("frozen", model.fresh()), ("updated", taught)):
-        scores, _ = Bound(m, graph, reference, collection).score(near)
-        out[name] = kendall_tau_b(scores, faster)
-    return out
+    return {"configs": int(len(near)),
+            **{name: kendall_tau_b(scored(m, hw, near, reference, collection), faster)
+               for name, m in (("frozen", model.fresh()), ("updated", taught))}}
+
+
+def scored(model: CostModel, hw: Hardware, configs: np.ndarray, reference: np.ndarray,
+           collection: str) -> np.ndarray:
+    """The model's scores of the graph's configs, with what it learnt of the graph: the graph
+    named by the same arrays tune_graph was given (its state is found by them)."""
+    return Bound(model, dict(hw.graph), reference, collection).score(configs)[0]
 
 
 def graph_results(model, hw_run, path, collection, args, settings) -> dict:
