@@ -550,3 +550,24 @@ def test_the_live_searchs_budgets_and_bound_are_judged_by_the_stand_in(trained_r
     assert not np.allclose(by["frozen"], by["updated"])     # what the search taught counts
     bound, none = one_search(model, hw, "bound", 16, 0, "layout:xla:default", settings)
     assert none is None and len(bound.runtimes) <= 16
+
+
+def test_the_live_searchs_model_kendall_is_the_models_order_of_the_files_configs(trained_run,
+                                                                               tiny_npz):
+    """Before any measurement: Kendall of the tuner's scores of the file's configs against the
+    stand-in's runtimes, 1 when the tuner's model is the stand-in's own."""
+    from models.evaluation.live_search import model_kendall
+    path = list_npz(tiny_npz, "layout:xla:default", "valid")[0]
+    model = CostModel.load(trained_run)
+    hw = Hardware(model, path)
+    with np.load(path) as z:
+        configs = z["node_config_feat"].astype(np.int8)
+    scores = model.rank(**hw.graph, node_config_feat=configs,
+                        collection="layout:xla:default").scores
+    value = model_kendall(model, hw, path, "layout:xla:default")
+    assert value == pytest.approx(kendall_tau_b(scores, -np.log(hw.runtime(configs))))
+    # the stand-in from one collection's model alone is that model's order, recalibrated
+    alone = CostModel({"layout:xla:default": model.models["layout:xla:default"]},
+                      model.settings, without=model.without, source=model.source)
+    assert model_kendall(alone, Hardware(alone, path), path, "layout:xla:default") == \
+        pytest.approx(1.0)

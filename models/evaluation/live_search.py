@@ -20,9 +20,10 @@ Each search's returned best is judged by the stand-in's noiseless runtime over t
 at the budgets of `--at` below `--budget`, the best measured among the first N measurements is
 (a search of budget N measures the same, then confirms its best). A family's figure is the
 geometric mean over its graphs, per seed and over seeds. Per model family: the share of the
-frozen search's distance to the bound that the updates close, and the learner's held-out check:
-Kendall tau of the frozen and the updated model's scores against the stand-in's runtimes of
-unmeasured configs a few mutations from the updated search's ten best (where it goes next).
+frozen search's distance to the bound that the updates close; the model's Kendall on the graph's
+file configs before any measurement (how well it knows the graph); and the learner's held-out
+check: Kendall tau of the frozen and the updated model's scores against the stand-in's runtimes
+of unmeasured configs a few mutations from the updated search's ten best (where it goes next).
 
     python -m models.evaluation.live_search --run RUN --hardware HW_RUN \
         --data-dir ../shared/tpugraphs_dev --budget 100 --seeds 0 1 2 --out FILE.json
@@ -58,6 +59,7 @@ SEARCHES = ("updated", "frozen", "blind", "bound")
 COLLECTIONS = ("layout:xla:default", "layout:nlp:default")
 FAMILY = {"layout:xla:default": "CNN (xla)", "layout:nlp:default": "transformer (nlp)"}
 NEAR_PARENTS, NEAR_CHILDREN = 10, 10   # the held-out check: children of the ten best measured
+FILE_CONFIGS = 1000     # of a graph's file, ranked by the tuner's model before any search
 
 
 @dataclass
@@ -145,7 +147,8 @@ def scored(model: CostModel, hw: Hardware, configs: np.ndarray, reference: np.nd
 def graph_results(model, hw_run, path, collection, args, settings) -> dict:
     hw = Hardware.load(hw_run, path, quirks=args.quirks)
     out = {"graph": path.stem, "family": graph_family(path.stem), "collection": collection,
-           "nodes": int(hw.graph["node_config_ids"].size), "genetic": genetic_best(hw, path)}
+           "nodes": int(hw.graph["node_config_ids"].size), "genetic": genetic_best(hw, path),
+           "model_kendall": model_kendall(model, hw, path, collection)}
     at = sorted({*[n for n in args.at if n < args.budget], args.budget})
     out["at"] = at
     for search in args.searches:
@@ -163,6 +166,15 @@ def graph_results(model, hw_run, path, collection, args, settings) -> dict:
         if search == "updated":
             out["near"] = near
     return out
+
+
+def model_kendall(model: CostModel, hw: Hardware, path: Path, collection: str) -> float:
+    """How well the tuner's model knows the graph before any measurement: Kendall tau of its
+    scores of the file's configs (their first FILE_CONFIGS) against the stand-in's runtimes."""
+    with np.load(path) as z:
+        configs = z["node_config_feat"][:FILE_CONFIGS].astype(np.int8)
+    scores = model.fresh().rank(**hw.graph, node_config_feat=configs, collection=collection).scores
+    return kendall_tau_b(scores, -hw.log_runtime(configs))
 
 
 def genetic_best(hw: Hardware, path: Path) -> float:
