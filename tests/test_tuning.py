@@ -543,7 +543,7 @@ def test_the_live_searchs_budgets_and_bound_are_judged_by_the_stand_in(trained_r
     by = {}
     for name, m in (("frozen", CostModel.load(trained_run)), ("updated", taught)):
         by[name] = m.rank(**hw.graph, node_config_feat=configs, reference=reference,
-                          collection="layout:xla:default").scores
+                                  collection="layout:xla:default").scores
         assert near[name] == pytest.approx(kendall_tau_b(by[name], faster))
         np.testing.assert_allclose(scored(m, hw, configs, reference, "layout:xla:default"),
                                    by[name], rtol=1e-12)
@@ -556,7 +556,7 @@ def test_the_live_searchs_model_kendall_is_the_models_order_of_the_files_configs
                                                                                tiny_npz):
     """Before any measurement: Kendall of the tuner's scores of the file's configs against the
     stand-in's runtimes, 1 when the tuner's model is the stand-in's own."""
-    from models.evaluation.live_search import model_kendall
+    from models.evaluation.live_search import model_kendall, search_reference
     path = list_npz(tiny_npz, "layout:xla:default", "valid")[0]
     model = CostModel.load(trained_run)
     hw = Hardware(model, path)
@@ -571,3 +571,9 @@ def test_the_live_searchs_model_kendall_is_the_models_order_of_the_files_configs
                       model.settings, without=model.without, source=model.source)
     assert model_kendall(alone, Hardware(alone, path), path, "layout:xla:default") == \
         pytest.approx(1.0)
+    reference = search_reference(hw, TuneSettings())
+    searched = model.fresh().rank(**hw.graph, node_config_feat=configs, reference=reference,
+                                  collection="layout:xla:default").scores
+    assert model_kendall(model, hw, path, "layout:xla:default", reference) == \
+        pytest.approx(kendall_tau_b(searched, -np.log(hw.runtime(configs))))
+    assert not np.allclose(searched, scores)       # the reference sets the graph's statistics

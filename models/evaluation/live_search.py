@@ -131,7 +131,7 @@ def near_check(model: CostModel, taught: CostModel, hw: Hardware, result, collec
     if len(near) < 20:
         return None
     faster = -hw.log_runtime(near)
-    reference = reference_configs(space, settings.reference, seed)
+    reference = search_reference(hw, settings, seed)
     return {"configs": int(len(near)),
             **{name: kendall_tau_b(scored(m, hw, near, reference, collection), faster)
                for name, m in (("frozen", model.fresh()), ("updated", taught))}}
@@ -148,7 +148,9 @@ def graph_results(model, hw_run, path, collection, args, settings) -> dict:
     hw = Hardware.load(hw_run, path, quirks=args.quirks)
     out = {"graph": path.stem, "family": graph_family(path.stem), "collection": collection,
            "nodes": int(hw.graph["node_config_ids"].size), "genetic": genetic_best(hw, path),
-           "model_kendall": model_kendall(model, hw, path, collection)}
+           "model_kendall": model_kendall(model, hw, path, collection),
+           "search_kendall": model_kendall(model, hw, path, collection,
+                                           search_reference(hw, settings))}
     at = sorted({*[n for n in args.at if n < args.budget], args.budget})
     out["at"] = at
     for search in args.searches:
@@ -168,13 +170,25 @@ def graph_results(model, hw_run, path, collection, args, settings) -> dict:
     return out
 
 
-def model_kendall(model: CostModel, hw: Hardware, path: Path, collection: str) -> float:
+def model_kendall(model: CostModel, hw: Hardware, path: Path, collection: str,
+                  reference: np.ndarray | None = None) -> float:
     """How well the tuner's model knows the graph before any measurement: Kendall tau of its
-    scores of the file's configs (their first FILE_CONFIGS) against the stand-in's runtimes."""
+    scores of the file's configs (their first FILE_CONFIGS) against the stand-in's runtimes,
+    the graph's statistics from `reference` (None: those configs themselves, as `submit`
+    ranks a file; the search's: as `tune` ranks what it visits)."""
     with np.load(path) as z:
         configs = z["node_config_feat"][:FILE_CONFIGS].astype(np.int8)
-    scores = model.fresh().rank(**hw.graph, node_config_feat=configs, collection=collection).scores
+    scores = model.fresh().rank(**hw.graph, node_config_feat=configs, collection=collection,
+                                reference=reference).scores
     return kendall_tau_b(scores, -hw.log_runtime(configs))
+
+
+def search_reference(hw: Hardware, settings: TuneSettings, seed: int = 0) -> np.ndarray:
+    """The reference configs tune_graph gives the model for this graph and seed."""
+    g = hw.graph
+    space = LayoutSpace.of_graph(g["node_feat"], g["node_opcode"], g["edge_index"],
+                                 g["node_config_ids"], settings.space)
+    return reference_configs(space, settings.reference, seed)
 
 
 def genetic_best(hw: Hardware, path: Path) -> float:

@@ -38,14 +38,15 @@ def format_table(result: dict) -> str:
 def by_family(graphs: list[dict]) -> list[str]:
     """Per model family, slowest updated search at the whole budget first: frozen / updated /
     bound at each budget, the share of frozen's distance to the bound the updates close there
-    (log scale), the model's Kendall on the file's configs before any measurement, and the
+    (log scale), the model's Kendall on the file's configs before any measurement (the graph's
+    statistics from those configs / from the search's reference), and the
     held-out check (Kendall, frozen -> updated, mean over graphs and seeds)."""
     at = graphs[0]["at"]
     head = "  ".join(f"{'at ' + str(n):<27}" for n in at)
     lines = ["", "per model family: frozen / updated / bound (closed) at each budget; model = "
-                 "the model's Kendall on the file's configs; near = Kendall on unmeasured "
+                 "the model's Kendall on the file's configs, with their own / the search's reference; near = Kendall on unmeasured "
                  "configs near the best, frozen -> updated",
-             f"{'family':<16} {head}  model  near"]
+             f"{'family':<16} {head}  model         near"]
     families: dict[str, list[dict]] = {}
     for g in graphs:
         families.setdefault(g["family"], []).append(g)
@@ -56,9 +57,10 @@ def by_family(graphs: list[dict]) -> list[str]:
         check = (f"{np.mean([n['frozen'] for n in near]):.2f} -> "
                  f"{np.mean([n['updated'] for n in near]):.2f}" if near else "-")
         worst = geomean([v[-1] for g in gs for v in g["updated_at"]])
-        known = np.mean([g["model_kendall"] for g in gs]) if "model_kendall" in gs[0] else np.nan
+        known = [np.mean([g.get(k, np.nan) for g in gs]) for k in ("model_kendall",
+                                                                     "search_kendall")]
         rows.append((-worst, f"{name + f' ({len(gs)})':<16} " + "  ".join(cells)
-                     + f"  {known:>5.2f}  {check}"))
+                     + f"  {known[0]:>5.2f} / {known[1]:<5.2f}  {check}"))
     lines += [r for _, r in sorted(rows)]
     lines.append(f"{'all (' + str(len(graphs)) + ')':<16} "
                  + "  ".join(_cell(graphs, i) for i in range(len(at))))
