@@ -441,24 +441,3 @@ def test_a_layout_measured_on_some_nodes_of_a_kind_is_learnt_for_the_others():
     gain = lambda m: m.predict(fresh[1:], np.zeros(3))[0] - m.predict(fresh[:1], np.zeros(1))[0]
     np.testing.assert_allclose(gain(with_kinds), -0.04, atol=0.01)
     np.testing.assert_allclose(gain(without), 0.0, atol=0.005)
-
-
-def test_the_search_reference_is_as_deep_as_its_family_says():
-    """The default first and a covering config last; between them configs 1 to N mutations
-    from the default (row i mutated i % N + 1 times), and one in every M random: per graph family as TuneSettings.reference_mutations says."""
-    from models.tuning.tune_graph import search_reference
-    space, settings = LayoutSpace(np.tile(RANKS, (8, 1))), TuneSettings()
-    shallow = search_reference(space, settings, 3, "layout:xla:default")
-    deep = search_reference(space, settings, 3, "layout:nlp:default")
-    assert np.array_equal(shallow, reference_configs(space, 200, 3, 4, 10))
-    assert np.array_equal(deep, reference_configs(space, 200, 3, 16, 0))
-    for configs in (shallow, deep):
-        assert len(configs) == 200 and (configs[0] == -1).all()
-        assert (group_codes(configs[-1:])[0][space.slots[:, 0], space.slots[:, 1]] > 0).all()
-    groups_set = lambda c: (group_codes(c) > 0).sum(axis=(1, 2))    # noqa: E731
-    # shallow: 178 near (4 mutations at most), 20 random; deep: 198 near, none random
-    assert groups_set(deep[1:-1]).mean() > 2 * groups_set(shallow[1:179]).mean()
-    assert groups_set(shallow[179:199]).mean() > groups_set(deep[1:-1]).max()
-    rows = np.arange(198)
-    few, many = deep[1:-1][rows % 16 == 0], deep[1:-1][rows % 16 == 15]
-    assert groups_set(many).mean() > 3 * groups_set(few).mean()

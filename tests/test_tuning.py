@@ -514,9 +514,9 @@ def test_the_live_searchs_budgets_and_bound_are_judged_by_the_stand_in(trained_r
     measurements, at the whole budget its confirmed best, each as the stand-in's noiseless
     runtime over the default's; the bound's model is the stand-in's own runtime; the held-out
     check scores unmeasured configs only, frozen and updated alike."""
-    from features.graph.layout_space import config_keys
+    from features.graph.layout_space import config_keys, reference_configs
     from models.evaluation.live_search import (Exact, found_at, near_check, near_configs,
-                                               one_search, scored, searched_from)
+                                               one_search, scored)
     path = list_npz(tiny_npz, "layout:xla:default", "valid")[0]
     model = CostModel.load(trained_run)
     hw = Hardware(model, path)
@@ -539,7 +539,7 @@ def test_the_live_searchs_budgets_and_bound_are_judged_by_the_stand_in(trained_r
     assert near["configs"] == len(configs) >= 20
     assert not set(config_keys(configs)) & set(config_keys(result.configs))
     faster = -np.log(hw.runtime(configs))
-    reference = searched_from(hw, settings, 0, "layout:xla:default")
+    reference = reference_configs(space, settings.reference, 0)
     by = {}
     for name, m in (("frozen", CostModel.load(trained_run)), ("updated", taught)):
         by[name] = m.rank(**hw.graph, node_config_feat=configs, reference=reference,
@@ -556,7 +556,7 @@ def test_the_live_searchs_model_kendall_is_the_models_order_of_the_files_configs
                                                                                tiny_npz):
     """Before any measurement: Kendall of the tuner's scores of the file's configs against the
     stand-in's runtimes, 1 when the tuner's model is the stand-in's own."""
-    from models.evaluation.live_search import model_kendall, searched_from
+    from models.evaluation.live_search import model_kendall, search_reference
     path = list_npz(tiny_npz, "layout:xla:default", "valid")[0]
     model = CostModel.load(trained_run)
     hw = Hardware(model, path)
@@ -571,7 +571,7 @@ def test_the_live_searchs_model_kendall_is_the_models_order_of_the_files_configs
                       model.settings, without=model.without, source=model.source)
     assert model_kendall(alone, Hardware(alone, path), path, "layout:xla:default") == \
         pytest.approx(1.0)
-    reference = searched_from(hw, TuneSettings(), 0, "layout:xla:default")
+    reference = search_reference(hw, TuneSettings())
     searched = model.fresh().rank(**hw.graph, node_config_feat=configs, reference=reference,
                                   collection="layout:xla:default").scores
     assert model_kendall(model, hw, path, "layout:xla:default", reference) == \

@@ -242,18 +242,16 @@ def _search_ranks(g: Graph) -> np.ndarray:
     return np.minimum(out, GROUP_SLOTS)
 
 
-def reference_configs(space: LayoutSpace, k: int, seed: int = 0, mutations: int = 4,
-                      random_every: int = 10) -> np.ndarray:
-    """k configs fixing a graph's statistics for its search: the default, configs one to
-    `mutations` mutations from it (what an evolution from the default visits, as a 'default'
-    collection's genetic search did), one in every `random_every` random (at least one; 0:
-    none), and one setting every group the search sets (so the graph's tables cover them
-    all: CostModel's ReferenceCoverageWarning)."""
+def reference_configs(space: LayoutSpace, k: int, seed: int = 0) -> np.ndarray:
+    """k configs fixing a graph's statistics for its search: the default, configs one to four
+    mutations from it (what an evolution from the default visits, as a 'default' collection's
+    genetic search did), a tenth random, and one setting every group the search sets (so the
+    graph's tables cover them all: CostModel's ReferenceCoverageWarning)."""
     rng = np.random.default_rng(seed)
-    n_random = max(k // random_every, 1) if random_every else 0
+    n_random = max(k // 10, 1)
     near = space.default(max(k - n_random - 2, 0))
-    for step in range(mutations):    # row i is mutated i % mutations + 1 times
-        rows = np.arange(len(near)) % mutations >= step
+    for step in range(4):            # row i is mutated i % 4 + 1 times
+        rows = np.arange(len(near)) % 4 >= step
         near[rows] = space.mutate(rng, near[rows])
     return np.concatenate([space.default(1), near, space.random(rng, n_random),
                            space.covering(rng)])

@@ -43,7 +43,7 @@ import numpy as np
 
 from features.npz.find import list_npz, resolve_npz_root
 from features.cache.store import CacheError, StorageError, write_atomically
-from features.graph.layout_space import LayoutSpace, config_keys
+from features.graph.layout_space import LayoutSpace, config_keys, reference_configs
 from features.outputs import OutputPathError, check_file
 from models.api import CostModel, MissingModelError, StaleRunError
 from models.cli.options import at_least, folds
@@ -52,7 +52,7 @@ from models.metrics import kendall_tau_b
 from models.reporting.live_search_table import format_table, geomean
 from models.training.family_split import graph_family
 from models.training.fold_models import fold_models
-from models.tuning.tune_graph import search_reference, tune_graph
+from models.tuning.tune_graph import tune_graph
 from models.tuning.tuner import Blind, Bound, TuneSettings, tune
 
 SEARCHES = ("updated", "frozen", "blind", "bound")
@@ -131,7 +131,7 @@ def near_check(model: CostModel, taught: CostModel, hw: Hardware, result, collec
     if len(near) < 20:
         return None
     faster = -hw.log_runtime(near)
-    reference = searched_from(hw, settings, seed, collection)
+    reference = search_reference(hw, settings, seed)
     return {"configs": int(len(near)),
             **{name: kendall_tau_b(scored(m, hw, near, reference, collection), faster)
                for name, m in (("frozen", model.fresh()), ("updated", taught))}}
@@ -150,7 +150,7 @@ def graph_results(model, hw_run, path, collection, args, settings) -> dict:
            "nodes": int(hw.graph["node_config_ids"].size), "genetic": genetic_best(hw, path),
            "model_kendall": model_kendall(model, hw, path, collection),
            "search_kendall": model_kendall(model, hw, path, collection,
-                                           searched_from(hw, settings, 0, collection))}
+                                           search_reference(hw, settings))}
     at = sorted({*[n for n in args.at if n < args.budget], args.budget})
     out["at"] = at
     for search in args.searches:
@@ -183,13 +183,12 @@ def model_kendall(model: CostModel, hw: Hardware, path: Path, collection: str,
     return kendall_tau_b(scores, -hw.log_runtime(configs))
 
 
-def searched_from(hw: Hardware, settings: TuneSettings, seed: int,
-                  collection: str) -> np.ndarray:
-    """The reference configs tune_graph gives the model for this graph, seed and collection."""
+def search_reference(hw: Hardware, settings: TuneSettings, seed: int = 0) -> np.ndarray:
+    """The reference configs tune_graph gives the model for this graph and seed."""
     g = hw.graph
     space = LayoutSpace.of_graph(g["node_feat"], g["node_opcode"], g["edge_index"],
                                  g["node_config_ids"], settings.space)
-    return search_reference(space, settings, seed, collection)
+    return reference_configs(space, settings.reference, seed)
 
 
 def genetic_best(hw: Hardware, path: Path) -> float:

@@ -43,19 +43,10 @@ def tune_graph(model: CostModel, measure: Callable, *, budget: int, node_feat, n
                          budget, seed=seed, settings=settings)
     space = LayoutSpace.of_graph(node_feat, node_opcode, edge_index, node_config_ids,
                                  settings.space)
-    collection = collection or tune_collection(model, np.asarray(node_opcode))
-    bound = Bound(model, graph, search_reference(space, settings, seed, collection), collection)
+    bound = Bound(model, graph, reference_configs(space, settings.reference, seed),
+                  collection or tune_collection(model, np.asarray(node_opcode)))
     return tune(measure, space, bound if learn else Frozen(bound), budget, seed=seed,
                 settings=settings)
-
-
-def search_reference(space: LayoutSpace, settings: TuneSettings, seed: int,
-                     collection: str) -> np.ndarray:
-    """The reference configs a search gives the model: settings.reference of them, as deep as
-    settings.reference_mutations says for the collection's graph family."""
-    family = collection.split(":")[1] if collection.count(":") == 2 else ""
-    mutations, random_every = settings.reference_mutations.get(family, (4, 10))
-    return reference_configs(space, settings.reference, seed, mutations, random_every)
 
 
 def tune_collection(model: CostModel, node_opcode: np.ndarray) -> str:

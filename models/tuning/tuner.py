@@ -46,11 +46,6 @@ class TuneSettings:
     margin: float = 1.64      # z of one comparison: the best must beat the default by this many
                               # standard errors, raised for the configs it was chosen among
     reference: int = 200      # configs fixing the graph's statistics (CostModel.rank reference)
-    # per graph family (layout:<family>:...): (N, M), the reference's near configs 1 to N
-    # mutations from the default, one in every M random (0: none). Deeper, the transformers'
-    # searches on held-out families found configs 0.6% faster at 100 measurements; the CNNs
-    # were level (docs/records/tuner_learner.md, "a live search on held-out families")
-    reference_mutations: dict = field(default_factory=lambda: {"xla": (4, 10), "nlp": (16, 0)})
     elite: int = 8            # best measured configs among each round's starting population
     search: SearchSettings = field(default_factory=SearchSettings)
     space: SpaceSettings = field(default_factory=SpaceSettings)
