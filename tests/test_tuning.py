@@ -556,7 +556,8 @@ def test_the_live_searchs_model_kendall_is_the_models_order_of_the_files_configs
                                                                                tiny_npz):
     """Before any measurement: Kendall of the tuner's scores of the file's configs against the
     stand-in's runtimes, 1 when the tuner's model is the stand-in's own."""
-    from models.evaluation.live_search import model_kendall, search_reference
+    from features.graph.layout_space import reference_configs
+    from models.evaluation.live_search import model_kendall
     path = list_npz(tiny_npz, "layout:xla:default", "valid")[0]
     model = CostModel.load(trained_run)
     hw = Hardware(model, path)
@@ -571,9 +572,25 @@ def test_the_live_searchs_model_kendall_is_the_models_order_of_the_files_configs
                       model.settings, without=model.without, source=model.source)
     assert model_kendall(alone, Hardware(alone, path), path, "layout:xla:default") == \
         pytest.approx(1.0)
-    reference = search_reference(hw, TuneSettings())
+    space = LayoutSpace.of_graph(*(hw.graph[k] for k in GRAPH_KEYS[:4]))
+    reference = reference_configs(space, TuneSettings().reference, 0)   # tune_graph's
     searched = model.fresh().rank(**hw.graph, node_config_feat=configs, reference=reference,
                                   collection="layout:xla:default").scores
     assert model_kendall(model, hw, path, "layout:xla:default", reference) == \
         pytest.approx(kendall_tau_b(searched, -np.log(hw.runtime(configs))))
     assert not np.allclose(searched, scores)       # the reference sets the graph's statistics
+
+
+def test_a_live_search_whose_fold_rows_cannot_be_built_ends_in_one_line(trained_run, tiny_npz,
+                                                                        tmp_path, capsys):
+    """--folds builds the train graphs' rows under --cache-dir: a cache directory under a file
+    is one line naming it and exit 1, nothing written, no traceback."""
+    (tmp_path / "file").write_text("x")
+    out = tmp_path / "r.json"
+    code = live_search_main(["--run", str(trained_run), "--hardware", str(trained_run),
+                             "--data-dir", str(tiny_npz), "--folds", "2", "--cache-dir",
+                             str(tmp_path / "file" / "cache"), "--budget", "3",
+                             "--seeds", "0", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1 and len(err.strip().splitlines()) == 1 and not out.exists()
+    assert err.startswith("live_search: ") and str(tmp_path / "file") in err

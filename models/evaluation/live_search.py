@@ -43,16 +43,17 @@ import numpy as np
 
 from features.npz.find import list_npz, resolve_npz_root
 from features.cache.store import CacheError, StorageError, write_atomically
-from features.graph.layout_space import LayoutSpace, config_keys, reference_configs
+from features.graph.layout_space import LayoutSpace, config_keys
 from features.outputs import OutputPathError, check_file
 from models.api import CostModel, MissingModelError, StaleRunError
 from models.cli.options import at_least, folds
 from models.evaluation.hardware import Hardware
+from models.evaluation.tune_sim import fold_train_entries
 from models.metrics import kendall_tau_b
 from models.reporting.live_search_table import format_table, geomean
 from models.training.family_split import graph_family
 from models.training.fold_models import fold_models
-from models.tuning.tune_graph import tune_graph
+from models.tuning.tune_graph import search_reference, tune_graph
 from models.tuning.tuner import Blind, Bound, TuneSettings, tune
 
 SEARCHES = ("updated", "frozen", "blind", "bound")
@@ -81,11 +82,9 @@ def one_search(model: CostModel, hw: Hardware, search: str, budget: int, seed: i
     rng = np.random.default_rng([seed, stream])
     measure = lambda configs: hw.measure(configs, rng)   # noqa: E731
     if search in ("blind", "bound"):
-        space = LayoutSpace.of_graph(hw.graph["node_feat"], hw.graph["node_opcode"],
-                                     hw.graph["edge_index"], hw.graph["node_config_ids"],
-                                     settings.space)
         scorer = Blind(seed) if search == "blind" else Exact(hw)
-        return tune(measure, space, scorer, budget, seed=seed, settings=settings), None
+        return tune(measure, space_of(hw, settings), scorer, budget, seed=seed,
+                    settings=settings), None
     taught = model.fresh()
     return tune_graph(taught, measure, budget=budget, **hw.graph, collection=collection,
                       seed=seed, settings=settings, learn=search == "updated"), taught
@@ -102,18 +101,23 @@ def found_at(hw: Hardware, result, at: list[int]) -> list[float]:
     return out
 
 
+def space_of(hw: Hardware, settings: TuneSettings) -> LayoutSpace:
+    """The layout space tune_graph searches on the stand-in's graph."""
+    g = hw.graph
+    return LayoutSpace.of_graph(g["node_feat"], g["node_opcode"], g["edge_index"],
+                                g["node_config_ids"], settings.space)
+
+
 def near_configs(space: LayoutSpace, result, seed: int) -> np.ndarray:
     """Distinct unmeasured children (1 + geometric mutations each) of the search's ten best
     measured configs: where the search goes next."""
-    parents, seen = [], set()
+    keys, parents = config_keys(result.configs), {}
     for i in np.argsort(result.runtimes, kind="stable"):
-        key = config_keys(result.configs[i][None])[0]
-        if key not in seen and len(parents) < NEAR_PARENTS:
-            parents.append(result.configs[i])
-            seen.add(key)
+        if len(parents) < NEAR_PARENTS:
+            parents.setdefault(keys[i], result.configs[i])
     children = space.mutate(np.random.default_rng([seed, 7]),
-                            np.repeat(np.array(parents), NEAR_CHILDREN, axis=0))
-    measured, keep = set(config_keys(result.configs)), {}
+                            np.repeat(np.array(list(parents.values())), NEAR_CHILDREN, axis=0))
+    measured, keep = set(keys), {}
     for i, key in enumerate(config_keys(children)):
         if key not in measured:
             keep.setdefault(key, i)
@@ -124,14 +128,12 @@ def near_check(model: CostModel, taught: CostModel, hw: Hardware, result, collec
                seed: int, settings: TuneSettings) -> dict | None:
     """The learner's held-out check: Kendall tau of the frozen and the updated model's scores
     against the stand-in's runtimes (higher = faster) of near_configs; None when fewer than 20."""
-    g = hw.graph
-    space = LayoutSpace.of_graph(g["node_feat"], g["node_opcode"], g["edge_index"],
-                                 g["node_config_ids"], settings.space)
+    space = space_of(hw, settings)
     near = near_configs(space, result, seed)
     if len(near) < 20:
         return None
     faster = -hw.log_runtime(near)
-    reference = search_reference(hw, settings, seed)
+    reference = search_reference(space, settings, seed)
     return {"configs": int(len(near)),
             **{name: kendall_tau_b(scored(m, hw, near, reference, collection), faster)
                for name, m in (("frozen", model.fresh()), ("updated", taught))}}
@@ -150,7 +152,8 @@ def graph_results(model, hw_run, path, collection, args, settings) -> dict:
            "nodes": int(hw.graph["node_config_ids"].size), "genetic": genetic_best(hw, path),
            "model_kendall": model_kendall(model, hw, path, collection),
            "search_kendall": model_kendall(model, hw, path, collection,
-                                           search_reference(hw, settings))}
+                                           search_reference(space_of(hw, settings), settings,
+                                                            0))}
     at = sorted({*[n for n in args.at if n < args.budget], args.budget})
     out["at"] = at
     for search in args.searches:
@@ -181,14 +184,6 @@ def model_kendall(model: CostModel, hw: Hardware, path: Path, collection: str,
     scores = model.fresh().rank(**hw.graph, node_config_feat=configs, collection=collection,
                                 reference=reference).scores
     return kendall_tau_b(scores, -hw.log_runtime(configs))
-
-
-def search_reference(hw: Hardware, settings: TuneSettings, seed: int = 0) -> np.ndarray:
-    """The reference configs tune_graph gives the model for this graph and seed."""
-    g = hw.graph
-    space = LayoutSpace.of_graph(g["node_feat"], g["node_opcode"], g["edge_index"],
-                                 g["node_config_ids"], settings.space)
-    return reference_configs(space, settings.reference, seed)
 
 
 def genetic_best(hw: Hardware, path: Path) -> float:
@@ -238,7 +233,6 @@ def searched(args, model: CostModel, root: Path, collection: str) -> list[tuple[
     if args.folds < 2:
         pairs = [(model, f) for f in list_npz(root, collection, "valid")]
     else:
-        from models.evaluation.tune_sim import fold_train_entries
         entry = fold_train_entries(args.run, root, [collection], args.cache_dir)[collection]
         files = {f.stem: f for f in list_npz(root, collection, "train")}
         pairs = []
@@ -312,6 +306,11 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("live_search: interrupted; nothing written", file=sys.stderr)
         return 130
+    except (OSError, CacheError, StorageError, ValueError) as exc:
+        # --folds: the train graphs' rows or the fold models could not be built (an
+        # unwritable --cache-dir, a full disk, train graphs of one family)
+        print(f"live_search: {exc}; nothing written", file=sys.stderr)
+        return 1
     print(format_table(result))
     if args.out:
         try:

@@ -39,13 +39,14 @@ def by_family(graphs: list[dict]) -> list[str]:
     """Per model family, slowest updated search at the whole budget first: frozen / updated /
     bound at each budget, the share of frozen's distance to the bound the updates close there
     (log scale), the model's Kendall on the file's configs before any measurement (the graph's
-    statistics from those configs / from the search's reference), and the
-    held-out check (Kendall, frozen -> updated, mean over graphs and seeds)."""
+    statistics from those configs / from the search's reference), and the held-out check
+    (Kendall, frozen -> updated, mean over graphs and seeds)."""
     at = graphs[0]["at"]
     head = "  ".join(f"{'at ' + str(n):<27}" for n in at)
     lines = ["", "per model family: frozen / updated / bound (closed) at each budget; model = "
-                 "the model's Kendall on the file's configs, with their own / the search's reference; near = Kendall on unmeasured "
-                 "configs near the best, frozen -> updated",
+                 "the model's Kendall on the file's configs, with their own / the search's "
+                 "reference; near = Kendall on unmeasured configs near the best, frozen -> "
+                 "updated",
              f"{'family':<16} {head}  model         near"]
     families: dict[str, list[dict]] = {}
     for g in graphs:

@@ -43,10 +43,15 @@ def tune_graph(model: CostModel, measure: Callable, *, budget: int, node_feat, n
                          budget, seed=seed, settings=settings)
     space = LayoutSpace.of_graph(node_feat, node_opcode, edge_index, node_config_ids,
                                  settings.space)
-    bound = Bound(model, graph, reference_configs(space, settings.reference, seed),
+    bound = Bound(model, graph, search_reference(space, settings, seed),
                   collection or tune_collection(model, np.asarray(node_opcode)))
     return tune(measure, space, bound if learn else Frozen(bound), budget, seed=seed,
                 settings=settings)
+
+
+def search_reference(space: LayoutSpace, settings: TuneSettings, seed: int) -> np.ndarray:
+    """The reference configs a search of `space` gives its model (its graph's statistics)."""
+    return reference_configs(space, settings.reference, seed)
 
 
 def tune_collection(model: CostModel, node_opcode: np.ndarray) -> str:
