@@ -333,6 +333,32 @@ def test_value_shares_and_modal_of_the_sample(rng):
     assert freq[2][2] == 0.0 and modal[2][2] == 1.0
 
 
+@pytest.mark.parametrize("collection, groups", [
+    ("layout:nlp:random", ("all", "conv", "dot", "reshape")),
+    ("layout:xla:random", ("all",)),
+])
+def test_within_graph_z_scores_against_the_files_configs(rng, collection, groups):
+    """A file of fewer than STAT_CONFIGS configs is its own reference: each z column is its raw
+    column standardised over all of the file's configs (NumPy), whichever rows are asked for
+    and in what order; every group's sums (one conv, dot and reshape node each) on the
+    transformers' collections, those over all nodes elsewhere, never the per-node means."""
+    g = random_layout_graph(rng, 12, [3, 6, 9], 30)._replace(collection=collection)
+    g.node_opcode[[3, 6, 9]] = list(GROUP_OF_OPCODE)     # conv, dot, reshape
+    every, _ = layout_full(g, np.arange(30), chunk=7)
+    rows = np.array([29, 4, 17])
+    values, names = layout_full(g, rows, chunk=7)
+    z = [n[2:] for n in names if n.startswith("z.")]
+    assert sorted({n.split(".")[1] for n in z}) == sorted(groups)
+    for grp in groups:
+        raw = [i for i, n in enumerate(names) if n.startswith(f"cfg.{grp}.")]
+        assert raw and all(names[i] in z for i in raw)
+        for i in raw:
+            x = every[:, i].astype(np.float64)
+            sd = x.std() if x.std() > 0 else 1.0
+            np.testing.assert_allclose(values[:, names.index(f"z.{names[i]}")],
+                                       (x[rows] - x.mean()) / sd, rtol=1e-4, atol=1e-4)
+
+
 def test_merge_conversions_match_counting(rng):
     """Each merge's two sides: a configurable source's effective output layout (its section, or
     its default when the section is all -1) or a fixed layout; count where they differ."""
