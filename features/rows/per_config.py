@@ -367,7 +367,7 @@ def _chunked(g: Graph, rows: np.ndarray, st: LayoutStatic, table: ValueCounts, c
 
 # Collections whose every group's sums (conv, dot, reshape) are z-scored within the graph, not
 # only those over all configurable nodes: dev family CV +0.005 / +0.004 on the transformers'
-# collections, -0.001 on the CNNs' random one (docs/records/family_cv.md)
+# collections, -0.0014 / -0.0015 on the CNNs' (docs/records/family_cv.md)
 Z_GROUP_COLLECTIONS = ("layout:nlp:default", "layout:nlp:random")
 
 
