@@ -543,7 +543,7 @@ def test_the_live_searchs_budgets_and_bound_are_judged_by_the_stand_in(trained_r
     by = {}
     for name, m in (("frozen", CostModel.load(trained_run)), ("updated", taught)):
         by[name] = m.rank(**hw.graph, node_config_feat=configs, reference=reference,
-                                  collection="layout:xla:default").scores
+                          collection="layout:xla:default").scores
         assert near[name] == pytest.approx(kendall_tau_b(by[name], faster))
         np.testing.assert_allclose(scored(m, hw, configs, reference, "layout:xla:default"),
                                    by[name], rtol=1e-12)
