@@ -557,7 +557,7 @@ def test_the_live_searchs_model_kendall_is_the_models_order_of_the_files_configs
     """Before any measurement: Kendall of the tuner's scores of the file's configs against the
     stand-in's runtimes, 1 when the tuner's model is the stand-in's own."""
     from features.graph.layout_space import reference_configs
-    from models.evaluation.live_search import model_kendall
+    from models.evaluation.live_search import FILE_CONFIGS, file_configs, model_kendall
     path = list_npz(tiny_npz, "layout:xla:default", "valid")[0]
     model = CostModel.load(trained_run)
     hw = Hardware(model, path)
@@ -565,18 +565,19 @@ def test_the_live_searchs_model_kendall_is_the_models_order_of_the_files_configs
         configs = z["node_config_feat"].astype(np.int8)
     scores = model.rank(**hw.graph, node_config_feat=configs,
                         collection="layout:xla:default").scores
-    value = model_kendall(model, hw, path, "layout:xla:default")
+    assert np.array_equal(file_configs(path), configs[:FILE_CONFIGS])
+    value = model_kendall(model, hw, file_configs(path), "layout:xla:default")
     assert value == pytest.approx(kendall_tau_b(scores, -np.log(hw.runtime(configs))))
     # the stand-in from one collection's model alone is that model's order, recalibrated
     alone = CostModel({"layout:xla:default": model.models["layout:xla:default"]},
                       model.settings, without=model.without, source=model.source)
-    assert model_kendall(alone, Hardware(alone, path), path, "layout:xla:default") == \
+    assert model_kendall(alone, Hardware(alone, path), configs, "layout:xla:default") == \
         pytest.approx(1.0)
     space = LayoutSpace.of_graph(*(hw.graph[k] for k in GRAPH_KEYS[:4]))
     reference = reference_configs(space, TuneSettings().reference, 0)   # tune_graph's
     searched = model.fresh().rank(**hw.graph, node_config_feat=configs, reference=reference,
                                   collection="layout:xla:default").scores
-    assert model_kendall(model, hw, path, "layout:xla:default", reference) == \
+    assert model_kendall(model, hw, configs, "layout:xla:default", reference) == \
         pytest.approx(kendall_tau_b(searched, -np.log(hw.runtime(configs))))
     assert not np.allclose(searched, scores)       # the reference sets the graph's statistics
 

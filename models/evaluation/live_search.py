@@ -148,10 +148,11 @@ def scored(model: CostModel, hw: Hardware, configs: np.ndarray, reference: np.nd
 
 def graph_results(model, hw_run, path, collection, args, settings) -> dict:
     hw = Hardware.load(hw_run, path, quirks=args.quirks)
+    configs = file_configs(path)
     out = {"graph": path.stem, "family": graph_family(path.stem), "collection": collection,
            "nodes": int(hw.graph["node_config_ids"].size), "genetic": genetic_best(hw, path),
-           "model_kendall": model_kendall(model, hw, path, collection),
-           "search_kendall": model_kendall(model, hw, path, collection,
+           "model_kendall": model_kendall(model, hw, configs, collection),
+           "search_kendall": model_kendall(model, hw, configs, collection,
                                            search_reference(space_of(hw, settings), settings,
                                                             0))}
     at = sorted({*[n for n in args.at if n < args.budget], args.budget})
@@ -173,14 +174,18 @@ def graph_results(model, hw_run, path, collection, args, settings) -> dict:
     return out
 
 
-def model_kendall(model: CostModel, hw: Hardware, path: Path, collection: str,
+def file_configs(path: Path) -> np.ndarray:
+    """The first FILE_CONFIGS configs of a graph's file, the ones model_kendall ranks."""
+    with np.load(path) as z:
+        return z["node_config_feat"][:FILE_CONFIGS].astype(np.int8)
+
+
+def model_kendall(model: CostModel, hw: Hardware, configs: np.ndarray, collection: str,
                   reference: np.ndarray | None = None) -> float:
     """How well the tuner's model knows the graph before any measurement: Kendall tau of its
-    scores of the file's configs (their first FILE_CONFIGS) against the stand-in's runtimes,
-    the graph's statistics from `reference` (None: those configs themselves, as `submit`
-    ranks a file; the search's: as `tune` ranks what it visits)."""
-    with np.load(path) as z:
-        configs = z["node_config_feat"][:FILE_CONFIGS].astype(np.int8)
+    scores of `configs` (file_configs) against the stand-in's runtimes, the graph's statistics
+    from `reference` (None: those configs themselves, as `submit` ranks a file; the search's:
+    as `tune` ranks what it visits)."""
     scores = model.fresh().rank(**hw.graph, node_config_feat=configs, collection=collection,
                                 reference=reference).scores
     return kendall_tau_b(scores, -hw.log_runtime(configs))
