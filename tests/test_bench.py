@@ -104,7 +104,7 @@ def test_a_small_run_reports_every_stage_the_projection_and_the_ranking(tmp_path
     assert lines[1].startswith("machine: ") and "load average" in lines[1]
     assert "lightgbm" in lines[2] and "generated in this run" in lines[3]
     table = {s.name: s for s in result.stages}
-    assert len(table) == 12 and all(len(s.runs) == 1 for s in table.values())
+    assert len(table) == 13 and all(len(s.runs) == 1 for s in table.values())
     assert all(f"  {name} ..." in logged for name in table)
     for name, s in table.items():   # one line of the table per stage, its ratio to the floor
         row = next(line for line in lines if line.startswith(name + " "))
@@ -142,4 +142,6 @@ def test_a_small_run_reports_every_stage_the_projection_and_the_ranking(tmp_path
     # the tuner round searches with what `tune` uses: a default collection's rankers and nodes
     assert f"on layout:xla:default's {models} models (`tune`'s default" in text
     assert saved["units"]["workers"] == 2 and saved["units"]["tile"]["columns"] > 0
+    # the same layout file trained as each program's collection: nlp rows z-score more groups
+    assert saved["units"]["layout_nlp"]["columns"] > saved["units"]["layout_xla"]["columns"]
     assert set(saved["stages"][0]) >= {"name", "runs"}

@@ -17,7 +17,7 @@ TRAIN = pj.TrainUnits(load=0.0, fit=0.0, check=0.0, predict=0.0, bin_memory=0.0,
                       fit_memory=0.0, check_memory=0.0, held_memory=0.0, columns=300)
 ZERO = pj.UnitCosts(floor=0.0, read=0.0, featurize=0.0, graph=0.0, tile_file=0.0, entry=0.0,
                     pool=0.0, workers=2, baseline_mb=0.0, tile=TRAIN,
-                    layout=replace(TRAIN, columns=600))
+                    layout_xla=replace(TRAIN, columns=600), layout_nlp=replace(TRAIN, columns=800))
 LAYOUT = pj.Counts(files=(10, 2, 3), configs=(5000.0, 4000.0, 1000.0), nodes=3000.0,
                    config_nodes=400.0)
 TILE = pj.Counts(files=(100, 10, 20), configs=(1500.0,) * 3, nodes=40.0, config_nodes=0.0)
@@ -91,6 +91,21 @@ def test_train_and_submit_are_rows_times_rounds_times_unit_costs():
     assert 2.0 * valid * 4 > kept * 16    # the valid rows' above the sample of the train rows
 
 
+def test_each_layout_collection_is_priced_by_its_own_programs_columns():
+    """nlp rows carry more columns than xla rows (Z_GROUP_COLLECTIONS): the bench trains both,
+    and each collection's training is priced from the units measured on its own kind."""
+    xla = replace(TRAIN, load=1e-8, fit=2e-6, columns=600)
+    nlp = replace(xla, fit=3e-6, columns=800)
+    u = replace(ZERO, layout_xla=xla, layout_nlp=nlp)
+    rows = 10 * FeatureConfig().max_train_configs_layout
+    valid = 2 * FeatureConfig().max_valid_configs
+    for collection, t in (("layout:xla:default", xla), ("layout:xla:random", xla),
+                          ("layout:nlp:default", nlp), ("layout:nlp:random", nlp)):
+        assert pj.project(collection, LAYOUT, u).train_s == pytest.approx(
+            (rows + valid) * t.columns * 1e-8 + rows * ROUNDS * t.fit), collection
+    assert [pj.units_name(c) for c in pj.TRAINED.values()] == list(pj.TRAINED)
+
+
 def test_the_floor_inflates_every_layout_files_node_config_feat_once():
     u = replace(ZERO, floor=1e-8, workers=2)
     # every split's files whole (train files too): (10 x 5,000 + 2 x 4,000 + 3 x 1,000)
@@ -159,14 +174,17 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
              run.DEFAULT_BUILD: (few + nc * (c * read + done * featurize), 0.0),
              run.ALL_BUILD: (few + nc * c * (read + featurize), 0.0),
              run.TILE_BUILD.format(workers=w): (10.0, 0.0), run.POOL.format(workers=w): (1.2, 0.0),
-             run.TRAIN.format(kind="tile", rounds=spec.train_rounds): (50.0, 1300.0),
-             run.TRAIN.format(kind="layout", rounds=spec.train_rounds): (20.0, 500.0)}
+             run.TRAIN.format(kind="tile:xla", rounds=spec.train_rounds): (50.0, 1300.0),
+             run.TRAIN.format(kind="layout:xla:random", rounds=spec.train_rounds): (20.0, 500.0),
+             run.TRAIN.format(kind="layout:nlp:random", rounds=spec.train_rounds): (25.0, 600.0)}
     stages = [st.Stage(name, [st.Run(*v)]) for name, v in times.items()]
     notes = {"graph_tables_s": tables, "train": {
         "tile": _train_notes(400_000, 300, 100, 3e-6, 4e-7, 1e-7, 6e-8, 500.0,
                              (550.0, 1300.0, 400.0)),
-        "layout": _train_notes(50_000, 650, 100, 8e-6, 9e-7, 2e-7, 5e-8, 100.0,
-                               (500.0, 400.0, 350.0))}}
+        "layout_xla": _train_notes(50_000, 650, 100, 8e-6, 9e-7, 2e-7, 5e-8, 100.0,
+                                   (500.0, 400.0, 350.0)),
+        "layout_nlp": _train_notes(50_000, 820, 100, 1e-5, 9e-7, 2e-7, 5e-8, 100.0,
+                                   (500.0, 400.0, 350.0))}}
     r = run.BenchResult(spec, st.Inputs(Path("x"), False), st.conditions(), (0.0,) * 3, stages,
                         notes, notes, w)
     u = run.unit_costs(r)
@@ -179,8 +197,10 @@ def test_unit_costs_recover_the_costs_behind_the_stage_times():
     # (x_mb / 2); the check's over what the fit left held
     assert u.tile == pytest.approx(pj.TrainUnits(6e-8, 3e-6, 4e-7, 1e-7, 0.5, 0.5, 3.6, 0.2,
                                                  300))
-    assert u.layout == pytest.approx(pj.TrainUnits(5e-8, 8e-6, 9e-7, 2e-7, 2.0, 2.0, 1.0, 0.5,
-                                                   650))
+    assert u.layout_xla == pytest.approx(pj.TrainUnits(5e-8, 8e-6, 9e-7, 2e-7, 2.0, 2.0, 1.0,
+                                                       0.5, 650))
+    assert u.layout_nlp == pytest.approx(pj.TrainUnits(5e-8, 1e-5, 9e-7, 2e-7, 2.0, 2.0, 1.0,
+                                                       0.5, 820))
 
 
 def test_the_fastest_projection_takes_each_stages_fastest_run_and_the_medians_memory():
@@ -192,7 +212,7 @@ def test_the_fastest_projection_takes_each_stages_fastest_run_and_the_medians_me
     seconds = dict(zip(names, [0.0, 2.7, 2.0, 30.0, 60.0, 10.0, 1.2]))
     rounds = [{"graph_tables_s": 1.2 * k, "train": {
         kind: _train_notes(50_000, 300, 100, 3e-6 * k, 4e-7 * k, 1e-7 * k, 6e-8 * k, 100.0,
-                           (500.0 * k, 400.0 * k, 350.0 * k)) for kind in ("tile", "layout")}}
+                           (500.0 * k, 400.0 * k, 350.0 * k)) for kind in pj.TRAINED}}
         for k in (1, 3, 2)]   # the rounds' notes: times and peaks 1x, 3x, 2x
 
     def result(factors):
@@ -205,13 +225,13 @@ def test_the_fastest_projection_takes_each_stages_fastest_run_and_the_medians_me
     fast = run.unit_costs(loaded, fastest=True)
     assert run.unit_costs(loaded).floor == pytest.approx(2 * fast.floor)   # median 2x, min 1x
     timed = ("load", "fit", "check", "predict")
-    for kind in ("tile", "layout"):
+    for kind in pj.TRAINED:
         f, o, m = (getattr(x, kind) for x in (fast, run.unit_costs(once), run.unit_costs(loaded)))
         assert [getattr(f, k) for k in timed] == pytest.approx([getattr(o, k) for k in timed])
         assert f.fit_memory == m.fit_memory != o.fit_memory   # memory: the medians' figures
-    builds = {k: v for k, v in asdict(fast).items() if k not in ("tile", "layout")}
+    builds = {k: v for k, v in asdict(fast).items() if k not in pj.TRAINED}
     assert builds == pytest.approx({k: v for k, v in asdict(run.unit_costs(once)).items()
-                                    if k not in ("tile", "layout")})
+                                    if k not in pj.TRAINED})
     # the medians: every time twice the fastest, so the end to end and the floor are twice
     # theirs and the ratio is the same
     median, least = run.download_summary(run.unit_costs(loaded)), run.download_summary(fast)

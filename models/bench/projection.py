@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from features import FeatureConfig, uses_pool
 from features.cache.units import UNITS_PER_PART
 from features.rows.per_config import STAT_CONFIGS
-from features.schema import collection_kind
+from features.schema import collection_kind, is_tile
 
 from models.training.lgbm import LAMBDARANK_DEFAULTS
 
@@ -62,6 +62,17 @@ DOWNLOAD = {
 }
 
 
+# What `bench` trains for each set of training units: the xla and nlp layout rows differ in their
+# columns (features/rows/per_config.Z_GROUP_COLLECTIONS), and a fit's cost grows with them
+TRAINED = {"tile": "tile:xla", "layout_xla": "layout:xla:random",
+           "layout_nlp": "layout:nlp:random"}
+
+
+def units_name(collection: str) -> str:
+    """The UnitCosts field that prices training on this collection (a key of TRAINED)."""
+    return "tile" if is_tile(collection) else "layout_" + collection.split(":")[1]
+
+
 @dataclass(frozen=True)
 class TrainUnits:
     """`train` and `submit` on one kind of collection, per unit, from stages.train_stage."""
@@ -93,7 +104,8 @@ class UnitCosts:
     workers: int      # build processes
     baseline_mb: float   # a process after its imports
     tile: TrainUnits
-    layout: TrainUnits
+    layout_xla: TrainUnits
+    layout_nlp: TrainUnits
 
 
 @dataclass(frozen=True)
@@ -147,7 +159,7 @@ def project(collection: str, n: Counts, u: UnitCosts,
     """Build, train and submit of one collection, training every round of the defaults (early
     stopping ends sooner: an upper bound)."""
     kind = collection_kind(collection)
-    t, rounds = (u.tile if kind == "tile" else u.layout), LAMBDARANK_DEFAULTS[kind].n_estimators
+    t, rounds = getattr(u, units_name(collection)), LAMBDARANK_DEFAULTS[kind].n_estimators
     rows, build = {}, {}
     for split, files, c in zip(SPLIT_NAMES, n.files, n.configs):
         read = c if kind == "tile" else configs_read(c, cfg, split)

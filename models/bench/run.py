@@ -120,14 +120,16 @@ def _round(run: st.Recorder, spec: st.BenchSpec, inputs: st.Inputs, work: Path,
         items=synth_hlo.instructions(spec.hlo_blocks), unit="instructions")
     tile_entry, _ = build_entry(npz, "tile:xla", "train", FeatureConfig(), work)
     uncut, _ = build_entry(npz, "tile:xla", "train", st.ALL_CONFIGS, work)   # as valid, test
-    layout_entry, _ = build_entry(npz, layout, "train", st.ALL_CONFIGS, work)
     rounds = spec.train_rounds
-    train = {"tile": run(TRAIN.format(kind="tile", rounds=rounds), st.train_stage, tile_entry,
-                         rounds, 0, 0, uncut, items=tile_rows, unit="rows"),
-             "layout": run(TRAIN.format(kind="layout", rounds=rounds), st.train_stage,
-                           layout_entry, rounds, FeatureConfig().max_train_configs_layout,
-                           spec.layout_train_rows, items=min(c, spec.layout_train_rows),
-                           unit="rows")}
+    train = {"tile": run(TRAIN.format(kind="tile:xla", rounds=rounds), st.train_stage, tile_entry,
+                         rounds, 0, 0, uncut, items=tile_rows, unit="rows")}
+    for name, collection in pj.TRAINED.items():
+        if name != "tile":   # the same file under each layout collection: their own columns
+            entry, _ = build_entry(npz, collection, "train", st.ALL_CONFIGS, work)
+            train[name] = run(TRAIN.format(kind=collection, rounds=rounds), st.train_stage,
+                              entry, rounds, FeatureConfig().max_train_configs_layout,
+                              spec.layout_train_rows, items=min(c, spec.layout_train_rows),
+                              unit="rows")
     return {"graph_tables_s": tables, "train": train}
 
 
@@ -162,7 +164,7 @@ def unit_costs(r: BenchResult, *, fastest: bool = False) -> pj.UnitCosts:
     per_both = max(every, 0.0) / (c * nc)
     read = max((default / nc - done * per_both) / max(read_c - done, 1.0), 0.0)
     base_mb = next(x for x in r.stages if x.name == BASELINE).peak_rss_mb
-    train = {kind: _train_units(notes["train"][kind], base_mb) for kind in ("tile", "layout")}
+    train = {name: _train_units(notes["train"][name], base_mb) for name in pj.TRAINED}
     return pj.UnitCosts(floor=seconds[FLOOR] / (c * nc), read=read,
                         featurize=max(per_both - read, 0.0), graph=tables / s.layout_nodes,
                         tile_file=seconds[TILE_BUILD.format(workers=w)] * w / s.tile_kernels,
@@ -232,4 +234,5 @@ def _units_lines(u: pj.UnitCosts) -> list[str]:
         return ", ".join(f"{k} {v:.3g}" for k, v in d.items() if not isinstance(v, dict))
     units = asdict(u)
     return [f"unit costs (s per unit, MB; models/bench/projection.UnitCosts): {fmt(units)}",
-            *(f"  {kind}: {fmt(units[kind])}" for kind in ("tile", "layout"))]
+            *(f"  {name} ({collection}): {fmt(units[name])}"
+              for name, collection in pj.TRAINED.items())]

@@ -7,6 +7,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import shutil
 import platform
 import statistics
 import tempfile
@@ -186,8 +187,8 @@ class Inputs:
         return self.root / "program.hlo"
 
 
-def layout_path(npz_root: Path) -> Path:
-    return npz_root / "layout" / "xla" / "random" / "train" / "big.npz"
+def layout_path(npz_root: Path, collection: str = "layout:xla:random") -> Path:
+    return npz_root.joinpath(*collection.split(":"), "train", "big.npz")
 
 
 def ensure_inputs(cache_root: Path, spec: BenchSpec) -> Inputs:
@@ -196,7 +197,7 @@ def ensure_inputs(cache_root: Path, spec: BenchSpec) -> Inputs:
     root = Path(cache_root) / "bench" / key
     inputs = Inputs(root, False)
     with writing("the bench's generated inputs", root):
-        made = [_layout_file(inputs.npz_root, spec),
+        made = [_layout_file(inputs.npz_root, spec), _nlp_twin(inputs.npz_root),
                 _layout_file(inputs.few_configs_root, replace(spec, layout_configs=FEW_CONFIGS)),
                 _tile_collection(inputs.npz_root, spec), _hlo_file(inputs.hlo_path, spec)]
     return replace(inputs, generated=any(made))
@@ -230,6 +231,22 @@ def _layout_file(npz_root: Path, spec: BenchSpec) -> bool:
                                              spec.layout_config_nodes, spec.layout_configs)[2])
         return True
     return False
+
+
+def _nlp_twin(npz_root: Path) -> bool:
+    """The layout file under layout:nlp:random too (a hard link where the disk allows), so that
+    the bench trains on the nlp collections' columns as well."""
+    path = layout_path(npz_root, "layout:nlp:random")
+    if path.exists():
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        os.link(layout_path(npz_root), tmp)
+    except OSError:
+        shutil.copyfile(layout_path(npz_root), tmp)
+    tmp.replace(path)
+    return True
 
 
 def _tile_collection(npz_root: Path, spec: BenchSpec) -> bool:
