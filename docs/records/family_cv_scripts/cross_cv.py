@@ -2,7 +2,7 @@
 every graph (train+valid) of SRC score every graph of DST: a transformer-trained ranker meeting
 CNNs (convolutions it never saw). REPO as in blend_cv.py:
 
-    REPO=R DEV=... CACHE=C OUT=preds python cross_cv.py layout:nlp:random layout:xla:random lgb partner xgb lgb_merged
+    REPO=R DEV=... CACHE=C OUT=preds python cross_cv.py layout:nlp:random layout:xla:random lgb partner xgb lgb_merged lgb_nograph
 
 then score_blends.py on OUT/cross-...npz with DST's collection."""
 import os, sys, time
@@ -24,7 +24,7 @@ def pool(c):
     return rows_of(built[c, "train"], base).joined(rows_of(built[c, "valid"], base))
 fit_on, score = pool(src), pool(dst)
 configs = {"lgb": TrainConfig(), "xgb": TrainConfig(ranker="xgboost", partners=False),
-           }
+           "lgb_nograph": TrainConfig(without=("graph",))}
 old = dict(np.load(out)) if out.exists() else {}
 for k in wanted:
     t = time.time()
