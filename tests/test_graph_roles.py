@@ -8,13 +8,14 @@ from pathlib import Path
 import numpy as np
 
 from features.graph import roles as R
-from features.schema import TRANSPOSE
+from features.schema import OPCODE_IDS, TRANSPOSE
 from features.rows import row_kernels as K
 from features.npz.graph import Graph
 from features.rows.per_config import CONTEXTS, layout_full, layout_static
 from features.graph.per_graph import signed_log
 
 ADD, MAX, BROADCAST, REDUCE, CONVERT = 2, 57, 13, 70, 25
+PAD, SLICE, CONCATENATE, DOT = (OPCODE_IDS[op] for op in ("pad", "slice", "concatenate", "dot"))
 
 
 class Builder:
@@ -199,6 +200,29 @@ def test_ops_that_carry_a_layout_are_padded_with_it():
                              ("chain_tiled_bytes", [row_major, w_minor])):
         np.testing.assert_allclose(values[:, names.index(f"cfg.all.{name}")],
                                    signed_log(3 * tensor * np.array(per_config)), rtol=1e-6)
+
+
+def test_pad_slice_and_concatenate_carry_their_operands_layout():
+    """reshape [8,1,512] -> pad to [8,256,512] -> add: the pad and the add carry the reshape's
+    layout (XLA lays a pad out as its operand), not the pad value's. A dot reading a slice of a
+    configurable node, concatenated, reads that node's layout."""
+    b = Builder()
+    x = b.node(63, (8, 512))
+    reshape = b.node(75, (8, 1, 512), x)                         # configurable
+    pad = b.node(PAD, (8, 256, 512), reshape, b.node(63, ()))
+    b.node(ADD, (8, 256, 512), pad, b.node(63, (8, 256, 512)), root=True)
+    g = b.graph([reshape])
+    big = 8 * 256 * 512 * 4.0
+    np.testing.assert_array_equal(layout_static(g).sf[:, K.F_CHAIN_BYTES], [2 * big])
+    assert R.layout_sources(g, R.split_edges(g), {reshape: 0})[pad] == reshape
+
+    b = Builder()
+    a = b.node(75, (64, 256), b.node(63, (256, 64)))             # configurable
+    part = b.node(SLICE, (32, 256), a)
+    cat = b.node(CONCATENATE, (64, 256), part, b.node(63, (32, 256)))
+    dot = b.node(DOT, (64, 64), cat, b.node(63, (256, 64)), root=True)
+    st = layout_static(b.graph([a, dot]))
+    assert st.si[1, K.S_IN_POS] == 0             # the dot reads a's layout through both
 
 
 def test_elementwise_merge_of_two_layouts_is_a_conversion():

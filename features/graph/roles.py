@@ -32,6 +32,11 @@ CONV = CONVOLUTION
 # them): elementwise, convert, bitcast-convert, reduce-precision.
 LAYOUT_PRESERVING = frozenset(OPCODE_GROUPS["elementwise"]) | {
     OPCODE_IDS[op] for op in ("convert", "bitcast-convert", "reduce-precision")}
+# Ops that change the shape but keep the dimension order: XLA lays a pad, slice or concatenate
+# out as its operand of the same rank, so a configurable operand's layout (and its padding)
+# reaches their output too (a bert training step's [CLS] gradient is padded back to the sequence)
+SAME_RANK_LAYOUT = frozenset(OPCODE_IDS[op] for op in (
+    "pad", "slice", "dynamic-slice", "dynamic-update-slice", "concatenate", "reverse"))
 # Dimension roles: contracting = summed over (dot contracting, conv input features); free = kept
 # in the result (dot free dims, conv output features); spatial = conv window dims.
 BATCH, CONTRACTING, FREE, SPATIAL = range(4)
@@ -116,8 +121,8 @@ def topological_order(g: Graph) -> np.ndarray:
 def layout_sources(g: Graph, edges: Edges, config_pos: dict[int, int]) -> np.ndarray:
     """(n,) int64: the node whose output layout each node's output carries. A configurable node
     and any node that sets its own layout are their own source; a layout-preserving node of the
-    same shape as an operand carries that operand's source (a configurable one preferred);
-    a called parameter carries its caller's operand's."""
+    same shape as an operand, or a SAME_RANK_LAYOUT node of its rank, carries that operand's
+    source (a configurable one preferred); a called parameter carries its caller's operand's."""
     src = np.arange(g.node_feat.shape[0])
     for v in topological_order(g):
         v = int(v)
@@ -125,12 +130,22 @@ def layout_sources(g: Graph, edges: Edges, config_pos: dict[int, int]) -> np.nda
             continue
         if v in edges.param_source:
             src[v] = src[edges.param_source[v]]
-        elif int(g.node_opcode[v]) in LAYOUT_PRESERVING:
-            same = [o for o in edges.operands[v] if edges.shapes[o] == edges.shapes[v]]
+        else:
+            same = _layout_operands(int(g.node_opcode[v]), edges, v)
             if same:
                 best = [o for o in same if int(src[o]) in config_pos] or same
                 src[v] = src[best[0]]
     return src
+
+
+def _layout_operands(opcode: int, edges: Edges, v: int) -> list[int]:
+    """The operands whose layout v's output may carry: of its shape for a layout-preserving op,
+    of its rank for a SAME_RANK_LAYOUT op, none for any other."""
+    if opcode in LAYOUT_PRESERVING:
+        return [o for o in edges.operands[v] if edges.shapes[o] == edges.shapes[v]]
+    if opcode in SAME_RANK_LAYOUT:
+        return [o for o in edges.operands[v] if len(edges.shapes[o]) == len(edges.shapes[v])]
+    return []
 
 
 def chain_ends(g: Graph, edges: Edges, src: np.ndarray, v: int, config_pos: dict[int, int]):
