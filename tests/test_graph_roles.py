@@ -205,7 +205,8 @@ def test_ops_that_carry_a_layout_are_padded_with_it():
 def test_pad_slice_and_concatenate_carry_their_operands_layout():
     """reshape [8,1,512] -> pad to [8,256,512] -> add: the pad and the add carry the reshape's
     layout (XLA lays a pad out as its operand), not the pad value's. A dot reading a slice of a
-    configurable node, concatenated, reads that node's layout."""
+    configurable node, concatenated, reads that node's layout; the concatenate's other operand
+    is converted where its layout differs."""
     b = Builder()
     x = b.node(63, (8, 512))
     reshape = b.node(75, (8, 1, 512), x)                         # configurable
@@ -221,8 +222,12 @@ def test_pad_slice_and_concatenate_carry_their_operands_layout():
     part = b.node(SLICE, (32, 256), a)
     cat = b.node(CONCATENATE, (64, 256), part, b.node(63, (32, 256)))
     dot = b.node(DOT, (64, 64), cat, b.node(63, (256, 64)), root=True)
-    st = layout_static(b.graph([a, dot]))
-    assert st.si[1, K.S_IN_POS] == 0             # the dot reads a's layout through both
+    g = b.graph([a, dot])
+    assert layout_static(g).si[1, K.S_IN_POS] == 0   # the dot reads a's layout through both
+    # the concatenate joins a's layout and the parameter's: a conversion when they differ
+    edges = R.split_edges(g)
+    assert R.merge_points(g, edges, R.layout_sources(g, edges, {a: 0, dot: 1})) == \
+        [(cat, a, cat - 1)]
 
 
 def test_elementwise_merge_of_two_layouts_is_a_conversion():

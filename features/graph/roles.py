@@ -174,16 +174,15 @@ def chain_ends(g: Graph, edges: Edges, src: np.ndarray, v: int, config_pos: dict
 
 
 def merge_points(g: Graph, edges: Edges, src: np.ndarray) -> list[tuple[int, int, int]]:
-    """(node, source a, source b): layout-preserving nodes whose same-shape operands carry layouts
-    from different sources; one of them is converted when those layouts differ."""
+    """(node, source a, source b): nodes whose operands carry layouts from different sources into
+    one output (layout_sources' operands: an elementwise add, a concatenate); one of them is
+    converted when those layouts differ."""
     out = []
     for v in range(g.node_feat.shape[0]):
-        if int(g.node_opcode[v]) not in LAYOUT_PRESERVING:
+        if len(edges.shapes[v]) < 2:
             continue
-        shape = edges.shapes[v]
-        srcs = sorted({int(src[o]) for o in edges.operands[v]
-                       if edges.shapes[o] == shape and len(shape) > 1
-                       and int(g.node_opcode[src[o]]) not in ANY_LAYOUT})
+        srcs = sorted({int(src[o]) for o in _layout_operands(int(g.node_opcode[v]), edges, v)
+                       if int(g.node_opcode[src[o]]) not in ANY_LAYOUT})
         for other in srcs:
             if other != src[v] and int(g.node_opcode[src[v]]) not in ANY_LAYOUT:
                 out.append((v, int(src[v]), other))
