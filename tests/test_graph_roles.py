@@ -212,9 +212,16 @@ def test_pad_slice_and_concatenate_carry_their_operands_layout():
     reshape = b.node(75, (8, 1, 512), x)                         # configurable
     pad = b.node(PAD, (8, 256, 512), reshape, b.node(63, ()))
     b.node(ADD, (8, 256, 512), pad, b.node(63, (8, 256, 512)), root=True)
-    g = b.graph([reshape])
+    ncf = np.full((2, 1, 18), -1, np.int8)
+    ncf[1, 0, 0:3] = [0, 1, 2]                   # the batch dim (8) minor-most
+    g = b.graph([reshape], ncf)
     big = 8 * 256 * 512 * 4.0
     np.testing.assert_array_equal(layout_static(g).sf[:, K.F_CHAIN_BYTES], [2 * big])
+    # padded as [8,256,512] (8 -> 128 minor, 256 2nd-minor: 16x), not as the reshape's
+    # [8,1,512] (8 -> 128, 1 -> 8: 128x); row-major pads neither
+    values, names = layout_full(g, np.arange(2), chunk=4)
+    np.testing.assert_allclose(values[:, names.index("cfg.all.chain_pad_bytes")],
+                               signed_log(np.array([0.0, 15 * 2 * big])), rtol=1e-6)
     assert R.layout_sources(g, R.split_edges(g), {reshape: 0})[pad] == reshape
 
     b = Builder()

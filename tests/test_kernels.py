@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 
 from features.graph import longest_paths as GK
+from features.graph import roles as R
 from features.npz import read_kernels as RK
 from features.rows import row_kernels as K
 from features.npz.graph import Graph
+from features.schema import OPCODE_IDS
 from features.rows.per_config import (GROUP_OF_OPCODE, NODE_QUANTITIES, default_layouts,
                                       layout_full, layout_static, padded_shapes, value_counts)
 
@@ -91,6 +93,10 @@ def _factorize(rng, factors, rank):
     return dims
 
 
+# pad, slice, concatenate: they carry a same-rank operand's layout, padded under their own dims
+SAME_RANK = [OPCODE_IDS[op] for op in ("pad", "slice", "concatenate")]
+
+
 def random_layout_graph(rng, n: int, config_ids, c: int) -> Graph:
     """A random DAG with random shapes/layouts and random (valid-range) layout configs."""
     node_feat = np.zeros((n, 140), np.float32)
@@ -101,7 +107,7 @@ def random_layout_graph(rng, n: int, config_ids, c: int) -> Graph:
         node_feat[i, 134:134 + rank[i]] = rng.permutation(rank[i])
         node_feat[i, 13 if i % 2 else 15] = 1
     node_feat[:, 93:107] = rng.integers(0, 4, 14)
-    opcode = rng.choice([26, 34, 75, 2, 63, 13], n)
+    opcode = rng.choice([26, 34, 75, 2, 63, 13, *SAME_RANK], n)
     ids = np.asarray(config_ids, np.int64)
     opcode[ids] = rng.choice([26, 34, 75], ids.size)
     edges = sorted({(int(u), int(v)) for u in range(1, n)
@@ -152,7 +158,21 @@ def _bitcast(in_dims, in_layout, out_dims, out_layout):
 ROLE_OF = ("batch", "contracting", "free", "spatial")
 
 
-def reference_quantities(ncf, j, k, st, shapes, eff_in, freq, modal):
+def chain_dims(g):
+    """Per configurable position: (dims, bytes) of each non-configurable, non-parameter node
+    whose output carries its layout (roles.layout_sources), for the chain's padding."""
+    pos = {int(v): k for k, v in enumerate(g.node_config_ids)}
+    src = R.layout_sources(g, R.split_edges(g), pos)
+    nf = g.node_feat.astype(np.float64)
+    dims = np.where(nf[:, 21:27] > 0, nf[:, 21:27], 1.0)
+    out = {k: [] for k in pos.values()}
+    for u, s in enumerate(src):
+        if int(s) in pos and u not in pos and g.node_opcode[u] != 63:
+            out[pos[int(s)]].append((dims[u], nf[u, 28] * (4 if u % 2 else 2)))   # f32 / bf16
+    return out
+
+
+def reference_quantities(ncf, j, k, st, shapes, eff_in, freq, modal, chains):
     """Plain-Python statement of the node quantities (features/per_config.NODE_QUANTITIES)."""
     si, sf, defaults, fixed, roles = st.si, st.sf, st.defaults, st.fixed, st.roles
     q = dict.fromkeys(NODE_QUANTITIES, 0.0)
@@ -202,8 +222,8 @@ def reference_quantities(ncf, j, k, st, shapes, eff_in, freq, modal):
                                      and shapes[k, 0][out[0]] % 128 == 0),
              tiled_bytes=(po * vo + pi * vi + pk_ * vk) * eb,
              value_freq=freq, differs_from_modal=modal, layout_unknown=float(unknown[0]),
-             chain_pad_bytes=(po - 1) * sf[k, K.F_CHAIN_BYTES],
-             chain_tiled_bytes=po * sf[k, K.F_CHAIN_BYTES])
+             chain_pad_bytes=sum((_pad(d, out, r_out) - 1) * nb for d, nb in chains[k]),
+             chain_tiled_bytes=sum(_pad(d, out, r_out) * nb for d, nb in chains[k]))
     if si[k, K.S_IS_RESHAPE] == 1 and not _bitcast(
             [int(d) for d in shapes[k, 1][:r_in]], list(ein[:r_in]),
             [int(d) for d in shapes[k, 0][:r_out]], list(out[:r_out])):
@@ -240,13 +260,13 @@ def reference_values(codes, sample):
 def reference_features(g, rows, freq, modal):
     st = layout_static(g)
     shapes = st.shapes[..., 0]  # the dims; the reference takes its own log2 and padding
-    nc = g.node_config_ids.size
+    nc, chains = g.node_config_ids.size, chain_dims(g)
     out = np.zeros((rows.size, K.N_GROUPS * K.N_QUANT))
     for r, j in enumerate(rows):
         eff_in = {}
         for k in range(nc):
             q = reference_quantities(g.node_config_feat, j, k, st, shapes, eff_in, freq[k, r],
-                                     modal[k, r])
+                                     modal[k, r], chains)
             vec = np.array([q[name] for name in NODE_QUANTITIES])
             out[r, :K.N_QUANT] += vec
             if st.si[k, K.S_GROUP] < 3:
@@ -258,6 +278,7 @@ def reference_features(g, rows, freq, modal):
 @pytest.mark.parametrize("n, ids, c", [
     (12, [3, 7, 5, 10], 25),          # non-contiguous, unsorted configurable ids
     (40, list(range(5, 40, 3)), 9),
+    (60, list(range(2, 60, 4)), 6),   # pads, slices, concatenates of configurable nodes
     (6, [4], 1),                      # one configurable node, one config
     (1, [0], 3),                      # a single node, no edges at all
     (8, [], 4),                       # no configurable node

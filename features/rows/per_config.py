@@ -119,7 +119,10 @@ def layout_static(g: Graph) -> LayoutStatic:
     dims = np.where((nodes >= 0)[:, :, None], padded_shapes(nf)[nodes], 1.0)
     shapes = np.ascontiguousarray(np.stack([dims, np.log2(dims)], axis=-1))
     defaults = np.where((nodes >= 0)[:, :, None], own[nodes], -1)
-    return LayoutStatic(si, sf, shapes, pad_tables(dims), np.ascontiguousarray(defaults), fixed,
+    pad = pad_tables(dims)
+    chain = chain_pad_table(g, src, pos, vol * eb, pad[:, 0])
+    pad = np.ascontiguousarray(np.concatenate([pad, chain[:, None]], axis=1))
+    return LayoutStatic(si, sf, shapes, pad, np.ascontiguousarray(defaults), fixed,
                         roles, *_merge_tables(g, edges, src, pos, own, vol * eb))
 
 
@@ -212,22 +215,41 @@ def _merge_tables(g: Graph, edges: R.Edges, src: np.ndarray, pos: dict[int, int]
     return merge_pos, np.ascontiguousarray(own[m_src]).reshape(-1, 2, 6), merge_bytes
 
 
+def chain_carriers(g: Graph, src: np.ndarray, pos: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(nodes, k): the non-configurable nodes whose output carries a configurable node's layout
+    (graph_roles.layout_sources: elementwise chains of its shape, pads, slices, concatenates of
+    its rank) and the position k of that configurable node. Called parameters alias their
+    caller's operand and move no data of their own."""
+    u = np.flatnonzero(np.isin(src, list(pos)) & (g.node_opcode != PARAMETER))
+    u = u[~np.isin(u, list(pos))]
+    return u, np.array([pos[int(v)] for v in src[u]], np.int64)
+
+
 def chain_bytes(g: Graph, src: np.ndarray, pos: dict[int, int], node_bytes: np.ndarray,
                 ) -> np.ndarray:
-    """(nc,) output bytes of the non-configurable nodes whose output carries each configurable
-    node's layout (graph_roles.layout_sources): elementwise and convert chains of its shape,
-    padded under whatever layout the config gives it. Called parameters alias their caller's
-    operand and move no data of their own."""
-    out = np.zeros(len(pos))
-    for u in np.flatnonzero(np.isin(src, list(pos)) & (g.node_opcode != PARAMETER)):
-        if int(u) not in pos:
-            out[pos[int(src[u])]] += node_bytes[u]
-    return out
+    """(nc,) output bytes of each configurable node's chain_carriers, padded under whatever
+    layout the config gives it."""
+    u, k = chain_carriers(g, src, pos)
+    return np.bincount(k, node_bytes[u], minlength=len(pos)).astype(np.float64)
+
+
+def chain_pad_table(g: Graph, src: np.ndarray, pos: dict[int, int], node_bytes: np.ndarray,
+                    out_pad: np.ndarray) -> np.ndarray:
+    """(nc, 7, 7) pad factor of each configurable node's chain under every (minor, 2nd-minor)
+    choice: each carrier padded under its own dims (a pad's output is larger than its operand),
+    weighted by its bytes; out_pad (the node's own output table) where it has no carrier."""
+    u, k = chain_carriers(g, src, pos)
+    tables = pad_tables(padded_shapes(g.node_feat)[u][:, None, :])[:, 0]
+    total = np.zeros_like(out_pad)
+    np.add.at(total, k, node_bytes[u][:, None, None] * tables)
+    weight = np.bincount(k, node_bytes[u], minlength=len(pos))[:, None, None]
+    return np.where(weight > 0, total / np.where(weight > 0, weight, 1.0), out_pad)
 
 
 def pad_tables(dims: np.ndarray) -> np.ndarray:
-    """(nc, 3, 7, 7) padded / true size for every (minor dim, 2nd-minor dim) choice, in 8x128
-    tiles (schema.tiled_extent); 2nd-minor index 6 means none (rank 1)."""
+    """(nc, t, 7, 7) padded / true size of each of t tensors for every (minor dim, 2nd-minor dim)
+    choice, in 8x128 tiles (schema.tiled_extent); 2nd-minor index 6 means none (rank 1).
+    layout_static adds a 4th table per node: its chain's (chain_pad_table)."""
     minor = tiled_extent(dims, TILE_MINOR) / dims               # (nc, 3, 7)
     second = tiled_extent(dims, TILE_SECOND_MINOR) / dims
     second[..., 6] = 1.0

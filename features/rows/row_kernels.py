@@ -313,7 +313,8 @@ def _output_terms(k, si, sf, defaults, acc, eo, ei):
 @njit(cache=True, inline='always')
 def _padding_terms(k, si, sf, pad, acc, eo, ei, ek):
     """8x128 padding of node k's output, input and kernel under layouts eo, ei, ek (pad_tables),
-    and of the non-configurable ops downstream that carry its output layout, padded alike."""
+    and of the non-configurable ops downstream that carry its output layout (pad table 3: each
+    under its own dims)."""
     r_out, r_in = si[k, S_RANK_OUT], si[k, S_RANK_IN]
     eb = sf[k, F_BYTES]
     b_out, b_in, b_ker = sf[k, F_VOL_OUT] * eb, sf[k, F_VOL_IN] * eb, sf[k, F_VOL_KER] * eb
@@ -326,8 +327,9 @@ def _padding_terms(k, si, sf, pad, acc, eo, ei, ek):
     acc[Q_IN_PAD_BYTES] += (pf_in - 1.0) * b_in
     acc[Q_KER_PAD_BYTES] += (pf_ker - 1.0) * b_ker
     acc[Q_TILED_BYTES] += pf_out * b_out + pf_in * b_in + pf_ker * b_ker
-    acc[Q_CHAIN_PAD_BYTES] += (pf_out - 1.0) * sf[k, F_CHAIN_BYTES]
-    acc[Q_CHAIN_TILED_BYTES] += pf_out * sf[k, F_CHAIN_BYTES]
+    pf_chain = _pad_factor(pad, k, 3, eo, r_out)   # its carriers, each with its own dims
+    acc[Q_CHAIN_PAD_BYTES] += (pf_chain - 1.0) * sf[k, F_CHAIN_BYTES]
+    acc[Q_CHAIN_TILED_BYTES] += pf_chain * sf[k, F_CHAIN_BYTES]
     if r_out > 0 and 0 <= eo[0] < r_out:
         # The minor dim fills whole tiles: its padding factor alone (2nd-minor 6: none) is 1
         acc[Q_OUT_MINOR_MULT128] += pad[k, 0, eo[0], 6] == 1.0
