@@ -15,7 +15,8 @@ from features.rows.per_config import CONTEXTS, layout_full, layout_static
 from features.graph.per_graph import signed_log
 
 ADD, MAX, BROADCAST, REDUCE, CONVERT = 2, 57, 13, 70, 25
-PAD, SLICE, CONCATENATE, DOT = (OPCODE_IDS[op] for op in ("pad", "slice", "concatenate", "dot"))
+PAD, SLICE, CONCATENATE, DOT, DUS = (OPCODE_IDS[op] for op in (
+    "pad", "slice", "concatenate", "dot", "dynamic-update-slice"))
 
 
 class Builder:
@@ -202,11 +203,11 @@ def test_ops_that_carry_a_layout_are_padded_with_it():
                                    signed_log(3 * tensor * np.array(per_config)), rtol=1e-6)
 
 
-def test_pad_slice_and_concatenate_carry_their_operands_layout():
+def test_pad_and_slice_carry_their_operands_layout_and_concatenate_does_not():
     """reshape [8,1,512] -> pad to [8,256,512] -> add: the pad and the add carry the reshape's
     layout (XLA lays a pad out as its operand), not the pad value's. A dot reading a slice of a
-    configurable node, concatenated, reads that node's layout; the concatenate's other operand
-    is converted where its layout differs."""
+    configurable node reads that node's layout; an update written into a tensor of another
+    layout is a conversion where they differ. A concatenate keeps its own layout."""
     b = Builder()
     x = b.node(63, (8, 512))
     reshape = b.node(75, (8, 1, 512), x)                         # configurable
@@ -227,14 +228,16 @@ def test_pad_slice_and_concatenate_carry_their_operands_layout():
     b = Builder()
     a = b.node(75, (64, 256), b.node(63, (256, 64)))             # configurable
     part = b.node(SLICE, (32, 256), a)
-    cat = b.node(CONCATENATE, (64, 256), part, b.node(63, (32, 256)))
-    dot = b.node(DOT, (64, 64), cat, b.node(63, (256, 64)), root=True)
+    dot = b.node(DOT, (32, 64), part, b.node(63, (256, 64)))
+    dus = b.node(DUS, (64, 256), b.node(63, (64, 256)), part, b.node(63, ()), b.node(63, ()))
+    cat = b.node(CONCATENATE, (64, 256), part, b.node(63, (32, 256)), root=True)
     g = b.graph([a, dot])
-    assert layout_static(g).si[1, K.S_IN_POS] == 0   # the dot reads a's layout through both
-    # the concatenate joins a's layout and the parameter's: a conversion when they differ
+    assert layout_static(g).si[1, K.S_IN_POS] == 0   # the dot reads a's layout
     edges = R.split_edges(g)
-    assert R.merge_points(g, edges, R.layout_sources(g, edges, {a: 0, dot: 1})) == \
-        [(cat, a, cat - 1)]
+    src = R.layout_sources(g, edges, {a: 0, dot: 1})
+    assert src[part] == a and src[dus] == a and src[cat] == cat
+    # the update carries a's layout into the parameter's tensor: a conversion if they differ
+    assert R.merge_points(g, edges, src) == [(dus, a, dus - 3)]
 
 
 def test_elementwise_merge_of_two_layouts_is_a_conversion():

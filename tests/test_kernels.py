@@ -93,7 +93,8 @@ def _factorize(rng, factors, rank):
     return dims
 
 
-# pad, slice, concatenate: they carry a same-rank operand's layout, padded under their own dims
+# pad and slice carry a same-rank operand's layout, padded under their own dims; concatenate
+# does not (roles.SAME_RANK_LAYOUT)
 SAME_RANK = [OPCODE_IDS[op] for op in ("pad", "slice", "concatenate")]
 
 

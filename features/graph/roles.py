@@ -36,7 +36,7 @@ LAYOUT_PRESERVING = frozenset(OPCODE_GROUPS["elementwise"]) | {
 # out as its operand of the same rank, so a configurable operand's layout (and its padding)
 # reaches their output too (a bert training step's [CLS] gradient is padded back to the sequence)
 SAME_RANK_LAYOUT = frozenset(OPCODE_IDS[op] for op in (
-    "pad", "slice", "dynamic-slice", "dynamic-update-slice", "concatenate", "reverse"))
+    "pad", "slice", "dynamic-slice", "dynamic-update-slice", "reverse"))
 # Dimension roles: contracting = summed over (dot contracting, conv input features); free = kept
 # in the result (dot free dims, conv output features); spatial = conv window dims.
 BATCH, CONTRACTING, FREE, SPATIAL = range(4)
