@@ -32,9 +32,10 @@ CONV = CONVOLUTION
 # them): elementwise, convert, bitcast-convert, reduce-precision.
 LAYOUT_PRESERVING = frozenset(OPCODE_GROUPS["elementwise"]) | {
     OPCODE_IDS[op] for op in ("convert", "bitcast-convert", "reduce-precision")}
-# Ops that change the shape but keep the dimension order: XLA lays a pad, slice or concatenate
-# out as its operand of the same rank, so a configurable operand's layout (and its padding)
-# reaches their output too (a bert training step's [CLS] gradient is padded back to the sequence)
+# Ops that change the shape but keep the dimension order: XLA lays a pad or slice out as its
+# operand of the same rank, so a configurable operand's layout (and its padding) reaches their
+# output (a bert training step pads its [CLS] gradient back to the sequence). Not concatenate:
+# carrying one of its operands' layouts cost densenet 0.07 (docs/records/family_cv.md)
 SAME_RANK_LAYOUT = frozenset(OPCODE_IDS[op] for op in (
     "pad", "slice", "dynamic-slice", "dynamic-update-slice", "reverse"))
 # Dimension roles: contracting = summed over (dot contracting, conv input features); free = kept
