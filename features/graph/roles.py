@@ -35,7 +35,7 @@ LAYOUT_PRESERVING = frozenset(OPCODE_GROUPS["elementwise"]) | {
 # Ops that change the shape but keep the dimension order: XLA lays a pad or slice out as its
 # operand of the same rank, so a configurable operand's layout (and its padding) reaches their
 # output (a bert training step pads its [CLS] gradient back to the sequence). Not concatenate:
-# carrying one of its operands' layouts cost densenet 0.07 (docs/records/family_cv.md)
+# with it densenet lost 0.07 on the family CV (docs/records/family_cv.md)
 SAME_RANK_LAYOUT = frozenset(OPCODE_IDS[op] for op in (
     "pad", "slice", "dynamic-slice", "dynamic-update-slice", "reverse"))
 # Dimension roles: contracting = summed over (dot contracting, conv input features); free = kept
@@ -176,8 +176,8 @@ def chain_ends(g: Graph, edges: Edges, src: np.ndarray, v: int, config_pos: dict
 
 def merge_points(g: Graph, edges: Edges, src: np.ndarray) -> list[tuple[int, int, int]]:
     """(node, source a, source b): nodes whose operands carry layouts from different sources into
-    one output (layout_sources' operands: an elementwise add, a concatenate); one of them is
-    converted when those layouts differ."""
+    one output (layout_sources' operands: an elementwise add, a dynamic-update-slice); one of
+    them is converted when those layouts differ."""
     out = []
     for v in range(g.node_feat.shape[0]):
         if len(edges.shapes[v]) < 2:

@@ -115,13 +115,14 @@ def layout_static(g: Graph) -> LayoutStatic:
     nodes, roles = _operands(g, edges)
     si, fixed = _static_ints(g, edges, src, pos, own, nodes)
     si[:, K.S_CONTEXT] = node_contexts(g, edges, roles)
-    sf = _static_floats(g, src, pos, nodes, vol, eb)
-    dims = np.where((nodes >= 0)[:, :, None], padded_shapes(nf)[nodes], 1.0)
+    all_dims = padded_shapes(nf)
+    dims = np.where((nodes >= 0)[:, :, None], all_dims[nodes], 1.0)
     shapes = np.ascontiguousarray(np.stack([dims, np.log2(dims)], axis=-1))
     defaults = np.where((nodes >= 0)[:, :, None], own[nodes], -1)
     pad = pad_tables(dims)
-    chain = chain_pad_table(g, src, pos, vol * eb, pad[:, 0])
-    pad = np.ascontiguousarray(np.concatenate([pad, chain[:, None]], axis=1))
+    chain, chain_pad = layout_chains(g, src, pos, vol * eb, all_dims, pad[:, 0])
+    sf = _static_floats(g, nodes, vol, eb, chain)
+    pad = np.ascontiguousarray(np.concatenate([pad, chain_pad[:, None]], axis=1))
     return LayoutStatic(si, sf, shapes, pad, np.ascontiguousarray(defaults), fixed,
                         roles, *_merge_tables(g, edges, src, pos, own, vol * eb))
 
@@ -190,15 +191,16 @@ def node_contexts(g: Graph, edges: R.Edges, roles: np.ndarray) -> np.ndarray:
     return out
 
 
-def _static_floats(g: Graph, src: np.ndarray, pos: dict[int, int], nodes: np.ndarray,
-                   vol: np.ndarray, eb: np.ndarray) -> np.ndarray:
+def _static_floats(g: Graph, nodes: np.ndarray, vol: np.ndarray, eb: np.ndarray,
+                   chain: np.ndarray) -> np.ndarray:
     """sf (nc, K.N_STATIC_F) float64: volumes of each configurable node's tensors, its element
-    bytes and the bytes of the chains that carry its output layout; vol, eb: (n,) per node."""
+    bytes and the bytes of the chain that carries its output layout (layout_chains); vol, eb:
+    (n,) per node."""
     sf = np.zeros((nodes.shape[0], K.N_STATIC_F))
     for t, col in enumerate((K.F_VOL_OUT, K.F_VOL_IN, K.F_VOL_KER)):
         sf[:, col] = np.where(nodes[:, t] >= 0, vol[nodes[:, t]], 0.0)
     sf[:, K.F_BYTES] = eb[g.node_config_ids]
-    sf[:, K.F_CHAIN_BYTES] = chain_bytes(g, src, pos, vol * eb)
+    sf[:, K.F_CHAIN_BYTES] = chain
     return sf
 
 
@@ -215,41 +217,29 @@ def _merge_tables(g: Graph, edges: R.Edges, src: np.ndarray, pos: dict[int, int]
     return merge_pos, np.ascontiguousarray(own[m_src]).reshape(-1, 2, 6), merge_bytes
 
 
-def chain_carriers(g: Graph, src: np.ndarray, pos: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """(nodes, k): the non-configurable nodes whose output carries a configurable node's layout
-    (graph_roles.layout_sources: elementwise chains of its shape, pads, slices, concatenates of
-    its rank) and the position k of that configurable node. Called parameters alias their
-    caller's operand and move no data of their own."""
+def layout_chains(g: Graph, src: np.ndarray, pos: dict[int, int], node_bytes: np.ndarray,
+                  dims: np.ndarray, out_pad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each configurable node's chain: the non-configurable nodes whose output carries its layout
+    (graph_roles.layout_sources: elementwise chains of its shape, pads and slices of its rank).
+    Returns their bytes (nc,) and their pad factor (nc, 7, 7) under every (minor, 2nd-minor)
+    choice, each carrier padded under its own dims (a pad's output is larger than its operand)
+    and weighted by its bytes; out_pad (the node's own output table) where it has none.
+    Called parameters alias their caller's operand and move no data of their own.
+    dims: padded_shapes of every node."""
     u = np.flatnonzero(np.isin(src, list(pos)) & (g.node_opcode != PARAMETER))
     u = u[~np.isin(u, list(pos))]
-    return u, np.array([pos[int(v)] for v in src[u]], np.int64)
-
-
-def chain_bytes(g: Graph, src: np.ndarray, pos: dict[int, int], node_bytes: np.ndarray,
-                ) -> np.ndarray:
-    """(nc,) output bytes of each configurable node's chain_carriers, padded under whatever
-    layout the config gives it."""
-    u, k = chain_carriers(g, src, pos)
-    return np.bincount(k, node_bytes[u], minlength=len(pos)).astype(np.float64)
-
-
-def chain_pad_table(g: Graph, src: np.ndarray, pos: dict[int, int], node_bytes: np.ndarray,
-                    out_pad: np.ndarray) -> np.ndarray:
-    """(nc, 7, 7) pad factor of each configurable node's chain under every (minor, 2nd-minor)
-    choice: each carrier padded under its own dims (a pad's output is larger than its operand),
-    weighted by its bytes; out_pad (the node's own output table) where it has no carrier."""
-    u, k = chain_carriers(g, src, pos)
-    tables = pad_tables(padded_shapes(g.node_feat)[u][:, None, :])[:, 0]
+    k = np.array([pos[int(v)] for v in src[u]], np.int64)
+    weight = np.bincount(k, node_bytes[u], minlength=len(pos)).astype(np.float64)
     total = np.zeros_like(out_pad)
-    np.add.at(total, k, node_bytes[u][:, None, None] * tables)
-    weight = np.bincount(k, node_bytes[u], minlength=len(pos))[:, None, None]
-    return np.where(weight > 0, total / np.where(weight > 0, weight, 1.0), out_pad)
+    np.add.at(total, k, node_bytes[u][:, None, None] * pad_tables(dims[u][:, None, :])[:, 0])
+    w = weight[:, None, None]
+    return weight, np.where(w > 0, total / np.where(w > 0, w, 1.0), out_pad)
 
 
 def pad_tables(dims: np.ndarray) -> np.ndarray:
     """(nc, t, 7, 7) padded / true size of each of t tensors for every (minor dim, 2nd-minor dim)
     choice, in 8x128 tiles (schema.tiled_extent); 2nd-minor index 6 means none (rank 1).
-    layout_static adds a 4th table per node: its chain's (chain_pad_table)."""
+    layout_static adds a 4th table per node: its chain's (layout_chains)."""
     minor = tiled_extent(dims, TILE_MINOR) / dims               # (nc, 3, 7)
     second = tiled_extent(dims, TILE_SECOND_MINOR) / dims
     second[..., 6] = 1.0
