@@ -74,6 +74,19 @@ def dev_npz() -> Path:
     return DEV / "npz_all" / "npz"
 
 
+# The dev valid split's families with no version in train (shared/tpugraphs_dev/README.md, "valid:
+# families with no relative in train"): the plainest transfer measure the dev set has.
+DEV_NEW_FAMILIES = {
+    "layout:nlp": ("xlnet", "roformer", "esm", "phi", "mixtral", "whisper"),
+    "layout:xla": ("vit", "swin", "mit", "cspnet", "hgnet"),
+}
+
+
+def dev_new_families(collection: str) -> tuple[str, ...]:
+    """The new families of a layout collection ('layout:nlp:random' -> the nlp ones)."""
+    return DEV_NEW_FAMILIES[collection.rsplit(":", 1)[0]]
+
+
 QUICK = ["--set", "n_estimators=40", "--set", "early_stopping=10"]
 # The tiny tree's tile graphs hold about 300 train rows: leaves of tile's default 100 rows leave a
 # tree a split or two, ties decide the picks, and whether a run beats random is a coin toss.
