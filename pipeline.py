@@ -195,7 +195,8 @@ def cmd_tune_sim(args) -> int:
     source = data_source(args.data_dir, args.cache_dir)
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
     settings = SimSettings(round_size=args.round_size, max_graphs=args.max_graphs,
-                           each_seed=args.each_seed, folds=args.folds, seed=args.seed)
+                           each_seed=args.each_seed, folds=args.folds, seed=args.seed,
+                           reference=args.reference)
     check_file(run_dir / settings.result_name)    # where the result goes, before the simulation
     entries = (fold_train_entries(run_dir, source.npz_root, args.collections, args.cache_dir)
                if settings.folds else None)     # the fold models' rows

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 import json
 import warnings
 
@@ -288,6 +289,33 @@ def test_tune_sim_measures_three_searches_on_validation_graphs(trained, trained_
     assert "the updates' gain over the draws of seeds 0, 1 (tune-sim --seed N)" in printed
     assert "layout:xla:random (1)    gain " in printed and "tile:xla (1)" not in printed
     assert json.loads((trained_run / "tune_sim_seed-1.json").read_text())["settings"]["seed"] == 1
+
+
+def test_tune_sim_with_the_search_reference_scores_the_pool_as_tune_would(trained_run,
+                                                                           tiny_npz):
+    """--reference search: each graph's statistics fixed by the configs tune_graph draws, not by
+    the pool; the saved Kendall is the fresh model's, ranking the pool with that reference."""
+    from scipy.stats import kendalltau
+    from models.tuning.tune_graph import search_reference
+    s = SimSettings(budgets=(1, 5), reference="search")
+    assert s.result_name == "tune_sim_ref-search.json"
+    result = simulate(trained_run, tiny_npz, ["layout:xla:random"], replace(s, max_graphs=1),
+                      data="test", log=lambda line: None)
+    graph = result["collections"]["layout:xla:random"]["graphs"][0]
+    path = list_npz(tiny_npz, "layout:xla:random", "valid")[0]
+    g, runtime = distinct_pool(read_candidates(path, "layout:xla:random"),
+                               *[np.load(path)["config_runtime"].astype(np.float64)])
+    space = LayoutSpace.of_graph(g.node_feat, g.node_opcode, g.edge_index, g.node_config_ids,
+                                 TuneSettings().space)
+    ranking = CostModel.load(trained_run).rank(
+        **{k: getattr(g, k) for k in GRAPH_KEYS}, node_config_feat=g.node_config_feat,
+        reference=search_reference(space, TuneSettings(), 0), collection="layout:xla:random")
+    expected = kendalltau(ranking.scores, -runtime).statistic
+    assert graph["graph"] == path.stem
+    assert graph["pool_view"]["kendall"] == pytest.approx(expected, abs=1e-9)
+    top = np.argsort(-ranking.scores, kind="stable")[:10]
+    assert graph["pool_view"]["top10"] == pytest.approx(runtime[top].min() / runtime.min())
+    assert "the model's Kendall on the pools" in format_table(result)
 
 
 def test_the_draws_summary_averages_the_gains_of_draws_on_the_same_graphs(rng):

@@ -217,6 +217,11 @@ def tune_sim_options(p) -> None:
     p.add_argument("--each-seed", action="store_true",
                    help="also simulate each of the run's seeds alone (frozen and updated): "
                         "whether the updates' gain is clear of the seeds' spread")
+    p.add_argument("--reference", choices=("pool", "search"), default="pool",
+                   help="what fixes each graph's within-graph statistics: the pool's own "
+                        "configs (every one measured: no user has that), or the configs `tune` "
+                        "gives its model (drawn around the compiler default) "
+                        "(default: %(default)s)")
 
 
 def tune_options(p) -> None:

@@ -38,11 +38,13 @@ from models.training.fold_models import fold_models
 from models.metrics import kendall_tau_b
 from models.training.run_files import is_partner
 from models.training.run_record import RunRecord
-from features.graph.layout_space import config_keys, group_codes
+from features.graph.layout_space import LayoutSpace, config_keys, group_codes
+from models.tuning.tune_graph import search_reference
 from models.tuning.tuner import Bound, Frozen, TuneSettings, tune_pool
 
 STRATEGIES = ("random", "frozen", "updated")
 NEAR_STEPS = 3     # slot groups from a search's best: the configs its next rounds would try
+TOP_K = 10         # the model's top-scored pool configs whose best pool_view reports
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ class SimSettings:
     max_graphs: int = 0            # per collection, per fold with folds (0 = every graph)
     each_seed: bool = False        # also each seed's models alone: is a gain clear of seeds?
     folds: int = 0                 # >= 2: the train graphs, families held out over this many folds
+    # What fixes each graph's statistics: "pool", the pool's own configs (every config measured,
+    # a reference no user has), or "search", the configs tune_graph gives its model
+    reference: str = "pool"
 
     @property
     def tune_settings(self) -> TuneSettings:
@@ -69,7 +74,8 @@ class SimSettings:
         """Where in the run the result is saved: the valid split's and the folds', and each
         seed's draws, apart (several seeds' results side by side: the draws' spread)."""
         folds = f"_folds-{self.folds}" if self.folds >= 2 else ""
-        return f"tune_sim{folds}{f'_seed-{self.seed}' if self.seed else ''}.json"
+        reference = "" if self.reference == "pool" else f"_ref-{self.reference}"
+        return f"tune_sim{folds}{reference}{f'_seed-{self.seed}' if self.seed else ''}.json"
 
 
 def random_best(runtime: np.ndarray, k: int) -> float:
@@ -97,12 +103,30 @@ def _picks(model: CostModel, g, runtime: np.ndarray, s: SimSettings,
     configs = getattr(g, config_key(g.collection))
     index = {k: i for i, k in enumerate(config_keys(configs))}
     measure = lambda c: runtime[[index[k] for k in config_keys(c)]]     # noqa: E731
-    bound = Bound(model, graph_arrays(g), collection=g.collection, key=config_key(g.collection),
-                  name=g.graph_id)
+    bound = Bound(model, graph_arrays(g), sim_reference(g, s), collection=g.collection,
+                  key=config_key(g.collection), name=g.graph_id)
     result = tune_pool(measure, configs, bound if learn else Frozen(bound),
                        min(max(s.budgets), runtime.size), seed=s.seed,
                        settings=s.tune_settings, tile=is_tile(g.collection))
     return np.array([index[k] for k in config_keys(result.configs)]), bound.score(configs)[0]
+
+
+def sim_reference(g, s: SimSettings) -> np.ndarray | None:
+    """The configs fixing g's statistics: None (the pool itself, the model's first call) or
+    the reference tune_graph draws from g's layout space (tile pools are their own)."""
+    if s.reference == "pool" or is_tile(g.collection):
+        return None
+    space = LayoutSpace.of_graph(g.node_feat, g.node_opcode, g.edge_index, g.node_config_ids,
+                                 TuneSettings().space)
+    return search_reference(space, TuneSettings(), s.seed)
+
+
+def pool_view(scores: np.ndarray, runtime: np.ndarray, k: int = TOP_K) -> dict:
+    """The unmeasured model's view of the whole pool: Kendall of its scores against the
+    runtimes, and the best runtime among its k top-scored configs over the pool's best."""
+    top = np.argsort(-scores, kind="stable")[:k]
+    return {"kendall": kendall_tau_b(scores, -runtime.astype(np.float64)),
+            f"top{k}": float(runtime[top].min() / runtime.min())}
 
 
 def near_best(g, runtime: np.ndarray, picks: np.ndarray, scores: dict[str, np.ndarray],
@@ -169,6 +193,7 @@ def simulate_graph(model: CostModel, path: Path, collection: str,
         out[f"frozen{tag}"] = _found(runtime, frozen, s.budgets)
         out[f"updated{tag}"] = _found(runtime, updated, s.budgets)
         if i is None:
+            out["pool_view"] = pool_view(frozen_scores, runtime)
             out["near_best"] = near_best(g, runtime, updated,
                                          {"frozen": frozen_scores, "updated": updated_scores})
     return out
@@ -208,7 +233,8 @@ def simulate(run_dir: Path, npz_root: Path, collections, s: SimSettings, *,
                 "graphs": graphs, "left_out": skipped,
                 "seconds": round(time.perf_counter() - start, 1),
                 "mean": {st: np.mean([g[st] for g in graphs], axis=0).tolist()
-                         for st in graphs[0] if st not in ("graph", "configs", "near_best")}}
+                         for st in graphs[0]
+                         if st not in ("graph", "configs", "near_best", "pool_view")}}
             log(f"{collection}: {len(graphs)} graphs in {time.perf_counter() - start:.0f}s")
     return _save(Path(run_dir) / s.result_name, result)
 

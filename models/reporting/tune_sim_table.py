@@ -15,7 +15,7 @@ def format_table(result: dict) -> str:
         for i, st in enumerate(c["mean"]):
             label = f"{collection} ({len(c['graphs'])})" if i == 0 else ""
             lines.append(f"{label:<24} {st:<8} " + " ".join(f"{v:>7.3f}" for v in c["mean"][st]))
-        lines += _seed_gains(c)
+        lines += _seed_gains(c) + _pool_view(c["graphs"])
     lines += _families(result)
     return "\n".join(lines)
 
@@ -41,18 +41,32 @@ def _families(result: dict) -> list[str]:
             near = [g["near_best"] for g in graphs if g.get("near_best")]
             tau = (f"  {np.mean([n['frozen'] for n in near]):>5.2f} -> "
                    f"{np.mean([n['updated'] for n in near]):>5.2f}" if near else "")
+            views = [g["pool_view"]["kendall"] for g in graphs if g.get("pool_view")]
+            tau += f"  pool {np.mean(views):>5.2f}" if views else ""
             rows.append((updated[-1], f"{name} ({len(graphs)})"[:24], frozen, updated,
                          closed + tau))
         if len(rows) < 2:
             continue
         lines += ["", f"{collection} per family, worst first: frozen / updated after "
                       f"{', '.join(map(str, budgets))}; share of the frozen gap closed at "
-                      f"{budgets[-1]}; near-best Kendall frozen -> updated"]
+                      f"{budgets[-1]}; near-best Kendall frozen -> updated; the "
+                      f"model's Kendall on the pool"]
         for _, label, frozen, updated, tail in sorted(rows, key=lambda r: -r[0]):
             lines += [f"{label:<24} {'frozen':<8} " + " ".join(f"{v:>7.3f}" for v in frozen),
                       f"{'':<24} {'updated':<8} " + " ".join(f"{v:>7.3f}" for v in updated)
                       + tail]
     return lines
+
+
+def _pool_view(graphs: list[dict]) -> list[str]:
+    """The model's view of the pools before any measurement (tune_sim.pool_view), averaged."""
+    views = [g["pool_view"] for g in graphs if g.get("pool_view")]
+    if not views:
+        return []
+    top = next(k for k in views[0] if k.startswith("top"))
+    return [f"{'':<24} the model's Kendall on the pools {np.mean([v['kendall'] for v in views]):.3f}"
+            f"; best of its {top[3:]} top-scored / pool best "
+            f"{np.exp(np.mean(np.log([v[top] for v in views]))):.3f} (geo-mean)"]
 
 
 def _seed_gains(c: dict) -> list[str]:
