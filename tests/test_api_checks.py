@@ -15,11 +15,9 @@ import pipeline
 from features.npz import graph as npz_graph, read as io
 from features.npz.find import list_npz
 from models.sample.generate import write_npz
-from features.schema import SHAPE_DIMS
+from features.schema import GRAPH_KEYS, SHAPE_DIMS
 from models.api import (CostModel, DataFormatError, FamilyMismatchWarning, InvalidLayoutError,
                         MissingModelError, SampleTrainedWarning, StaleRunError)
-
-GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
 
 
 def _arrays(path: Path) -> dict:

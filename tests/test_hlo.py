@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from features.hlo import read_hlo, write_layout_npz
+from features.schema import GRAPH_KEYS
 
 from models.training.family_split import graph_family
 
 from .conftest import DEV, DEV_NEW_FAMILIES
 
 DATA = Path(__file__).parent / "data" / "hlo"
-GRAPH_KEYS = ("node_opcode", "node_feat", "edge_index", "node_config_ids", "node_splits")
 DTYPES = {"node_opcode": np.uint8, "node_feat": np.float32, "edge_index": np.int64,
           "node_config_ids": np.int64, "node_splits": np.int64}
 

@@ -13,7 +13,7 @@ import pytest
 import pipeline
 from features.npz.find import list_npz
 from features.npz.graph import DataFormatError
-from features.schema import COLLECTIONS
+from features.schema import COLLECTIONS, GRAPH_KEYS
 from models.sample.generate import write_npz
 from models.api import CostModel
 from models.training.run_files import latest_run
@@ -21,7 +21,6 @@ from models.training.runs import TrainConfig
 from tests.conftest import QUICK
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
 
 
 def _arrays(path: Path) -> dict:

@@ -23,7 +23,7 @@ from features.rows.per_config import (EXTRACTORS, LayoutReference, layout_refere
 from features.graph.per_graph import graph_features
 from features.rows.row_selection import Rows, picked_configs, select_rows
 
-FEATURE_SETS = ("basic", "full")
+FEATURE_SETS = tuple(sorted({feature_set for _, feature_set in EXTRACTORS}))
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from models.bench import stages
 from models.api.candidates import candidate_rows, read_candidates
 from features.npz.read import read_graph
 from features.rows.node_rows import NODE_ROW_COLLECTIONS, graph_node_rows
-from features.schema import collection_slug
+from features.schema import GRAPH_KEYS, collection_slug
 
 from models.api import CostModel
 from models.tuning.search import evolve
@@ -55,7 +55,6 @@ LAYOUT, TILE = "layout:xla:random", "tile:xla"
 # what `tune` searches with by default (models/tuning/tune_graph.py, tune_collection): node learners beside the
 # rankers, the slowest scoring a round has
 TUNE = "layout:xla:default"
-GRAPH_KEYS = ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits")
 TUNER_HISTORY = 48    # measurements a timed tuner round's update adds to (mid-search at 100)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from features import DataSource, FeatureConfig, FeatureSet, feature_signature, split_parts
 from features.schema import collection_slug
 
-from models.training.run_files import ensemble_scores, load_models
+from models.training.run_files import ensemble_scores, load_models, run_records
 from models.training.run_record import RunRecord
 from models.serving.stale import StaleRunError
 from models.serving.submission import SubmissionError, check_rows, to_rows
@@ -32,8 +32,7 @@ class RunChoice:
 
 def list_runs(runs_root: Path) -> list[tuple[Path, RunRecord]]:
     """Every finished run, newest first."""
-    files = sorted(Path(runs_root).glob("*/run.json"), key=lambda p: p.stat().st_mtime,
-                   reverse=True)
+    files = run_records(runs_root)[::-1]
     return [(f.parent, RunRecord.read(f.parent)) for f in files]
 
 

@@ -23,7 +23,7 @@ from models.training import RANKERS
 from models.training.base import normalize_per_graph
 from models.training.lgbm import RegressionPartner
 from models.training.node_learner import NodeModel
-from models.training.run_record import RunRecord
+from models.training.run_record import RUN_FILE, RunRecord
 
 # A seed's partner, by the directory its model is saved in (<kind>-<seed>)
 PARTNER_KINDS = {"node": NodeModel, "regression": RegressionPartner}
@@ -31,8 +31,13 @@ PARTNER_KINDS = {"node": NodeModel, "regression": RegressionPartner}
 MAX_LISTED_GRAPHS = 10
 
 
+def run_records(runs_root: Path) -> list[Path]:
+    """The run.json of every finished run under runs_root, oldest first."""
+    return sorted(Path(runs_root).glob(f"*/{RUN_FILE}"), key=lambda p: p.stat().st_mtime)
+
+
 def latest_run(runs_root: Path) -> Path:
-    runs = sorted(Path(runs_root).glob("*/run.json"), key=lambda p: p.stat().st_mtime)
+    runs = run_records(runs_root)
     if not runs:
         raise FileNotFoundError(f"no trained run under {runs_root}; run `pipeline.py train` first")
     return runs[-1].parent
