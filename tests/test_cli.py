@@ -16,6 +16,7 @@ import pipeline
 README = Path(__file__).resolve().parents[1] / "README.md"
 # An option of a command: never an underscore (XLA_FLAGS="--xla_dump_to=..." is not one)
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*(?![\w])")
+PIP = re.compile(r"pip install[^`\n&;|]*")
 
 
 def command_options() -> dict[str, set[str]]:
@@ -58,6 +59,7 @@ def documented_options(text: str, commands) -> tuple[dict[str, set[str]], list[s
     found = {c: set() for c in commands}
     orphans, inherited = [], {}
     for section, block in readme_blocks(text):
+        block = PIP.sub(" ", block)       # an install line's options are pip's
         named = set()
         for m in segment.finditer(block):
             command, rest = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))

@@ -8,7 +8,6 @@ refuses models built on other features.
 """
 from __future__ import annotations
 
-import platform
 import shlex
 import subprocess
 import time
@@ -16,15 +15,14 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import reduce
 from pathlib import Path
 
-import lightgbm
 import numpy as np
-import xgboost
 
 from features import FeatureConfig, FeatureSet, load_entry, split_parts
 from features.rows.feature_set import FEATURE_FAMILIES
 from features.cache.signature import code_digest, imported_modules
 from features.cache.store import atomic_dir, fingerprint
 from features.cache.integrity import file_sum
+from features.versions import library_versions
 from features.npz.find import collection_dir
 from models.overrides import at_least
 
@@ -524,8 +522,7 @@ def _run_record(cfg: TrainConfig, results: dict, built: RunFeatures,
         warnings=tuple(warnings), final=_finite_or_none(final),
         final_collections=tuple(c for c, r in results.items() if np.isfinite(r.mean)),
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), git=_git_describe(),
-        versions={"lightgbm": lightgbm.__version__, "xgboost": xgboost.__version__,
-                  "numpy": np.__version__, "python": platform.python_version()})
+        versions=library_versions("lightgbm", "xgboost", "numpy"))
 
 
 def _build_seconds(metas: dict[str, tuple[dict, dict]]) -> dict:
