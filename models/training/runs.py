@@ -152,7 +152,7 @@ class CollectionResult:
                 "max": float(finite.max()) if finite.size else None,
                 "n_scored": int(finite.size), "unscored": list(self.unscored),
                 "seed_means": [_finite_or_none(m) for m in self.seed_means],
-                "seed_std": _finite_or_none(np.std(self.seed_means)),
+                "seed_std": _finite_or_none(metrics.seed_spread(self.seed_means)),
                 "random_mean": _finite_or_none(metrics.collection_score(self.random_per_graph)),
                 "cv_mean": _finite_or_none(self.cv_mean),
                 "cv_seed_means": [_finite_or_none(m) for m in self.cv_seed_means],
