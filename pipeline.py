@@ -223,7 +223,7 @@ def cmd_tune(args) -> int:
     check_free(args.out)     # another tune running in it: refused before the model loads too
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
     job = TuneJob(args.program, args.measure, args.budget, args.out, seed=args.seed,
-                  collection=args.collection)
+                  collection=args.collection, restart=args.restart)
     with recorded_warnings() as caught:   # said as lines, not as tracebacks
         model = CostModel.load(run_dir, seeds=args.model_seeds)
         print(f"searching with {model.description}")

@@ -218,9 +218,9 @@ def tune_sim_options(p) -> None:
                    help="also simulate each of the run's seeds alone (frozen and updated): "
                         "whether the updates' gain is clear of the seeds' spread")
     p.add_argument("--reference", choices=("pool", "search"), default="pool",
-                   help="what fixes each graph's within-graph statistics: the pool's own "
-                        "configs (every one measured: no user has that), or the configs `tune` "
-                        "gives its model (drawn around the compiler default) "
+                   help="what fixes each graph's within-graph statistics: pool = the pool's "
+                        "own configs (every one measured: no user has that), search = the "
+                        "configs `tune` gives its model (drawn around the compiler default) "
                         "(default: %(default)s)")
 
 
@@ -248,6 +248,10 @@ def tune_options(p) -> None:
     p.add_argument("--model-seeds", type=at_least(1), metavar="N",
                    help="score with the run's first N seed models only: faster rounds "
                         "(default: all)")
+    p.add_argument("--restart", action="store_true",
+                   help="discard the state an earlier search left in --out (its measurements) "
+                        "and start a new one, e.g. with another --measure command (default: "
+                        "resume it, refused when the program, run, settings or command differ)")
 
 
 def report_options(p) -> None:
