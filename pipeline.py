@@ -83,14 +83,16 @@ def cmd_train(args) -> int:
     from models.training import RANKERS
     from models.training.run_files import format_table
     from models.training.run_record import RunFeatures
-    from models.training.runs import RUN_SET_PARAMS, TrainConfig, train_run
+    from models.training.runs import RUN_SET_PARAMS, TrainConfig, on_schedule, train_run
     fcfg = FeatureConfig(**parse_overrides(FeatureConfig, args.feature))
-    cfg = TrainConfig(ranker=args.ranker, seeds=args.seeds, seed=args.seed, folds=args.folds,
+    cfg = TrainConfig(ranker=args.ranker, seeds=args.seeds or TrainConfig.seeds, seed=args.seed,
+                      folds=args.folds,
                       overrides=parse_overrides(RANKERS[args.ranker][0].params_cls, args.set,
                                                 RUN_SET_PARAMS),
                       allow_no_valid=args.allow_no_valid, without=tuple(args.without),
                       partners=not args.ranker_alone)
     source = data_source(args.data_dir, args.cache_dir)
+    cfg = on_schedule(cfg, source.is_sample, args.seeds)
     with connect(args.scheduler, args.scheduler_timeout) as client:
         built = features.build_entries(source.npz_root, args.collections, ("train", "valid"),
                                        fcfg, args.cache_dir, workers=args.workers,

@@ -219,13 +219,13 @@ def test_the_train_table_has_a_legend_for_its_columns_and_their_dashes(trained_r
     for column in ("scored / unscrd =", "mean, min, max =", "seed sd =", "random =", "cv =",
                    "sec ="):
         assert column in legend
-    assert f"seed sd = spread of the per-seed means (over the {seeds} models of --seeds {seeds})" \
-        in legend
+    assert f"seed sd = spread of the per-seed means (sample sd (n - 1) over the {seeds} models " \
+        f"of --seeds {seeds})" in legend
     assert "cv = held-out-family mean ('-': no cross-validation, --folds K for one)" in legend
     rows = [line.split() for line in table.splitlines() if line.startswith(
         tuple(record.collections))]
     assert [row[-2] for row in rows] == ["-"] * len(record.collections)   # the cv column
-    sds = [f"{np.std(m['seed_means']):.3f}" for m in record.metrics.values()]
+    sds = [f"{np.std(m['seed_means'], ddof=1):.3f}" for m in record.metrics.values()]
     assert [row[-4] for row in rows] == sds   # seed sd
     record = replace(record, train_config={**record.train_config, "seeds": 1, "folds": 5})
     legend = " ".join(format_table(record).split())

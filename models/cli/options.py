@@ -130,14 +130,16 @@ def set_help() -> str:
 def train_options(p) -> None:
     from models.training import RANKERS
     from models.training.node_learner import NODE_COLLECTIONS
-    from models.training.runs import REGRESSION_PARTNER_COLLECTIONS, TrainConfig
+    from models.training.runs import DEMO, REGRESSION_PARTNER_COLLECTIONS, TrainConfig
     p.add_argument("--ranker", choices=sorted(RANKERS), default="lambdarank",
                    help="lambdarank (LightGBM LambdaRank), regression (LightGBM L2 on log "
                         "runtime) or xgboost (XGBoost rank:pairwise); README 'Rankers' "
                         "(default: %(default)s)")
-    p.add_argument("--seeds", type=at_least(1), default=TrainConfig.seeds, metavar="N",
+    p.add_argument("--seeds", type=at_least(1), metavar="N",
                    help="models per collection, with seeds SEED .. SEED+N-1; their per-graph "
-                        "normalised scores are averaged (default: %(default)s)")
+                        f"normalised scores are averaged (default: {TrainConfig.seeds}; "
+                        f"{DEMO.seeds} in the demo schedule the generated sample trains with, "
+                        f"{DEMO.rounds} rounds a model at most)")
     p.add_argument("--seed", type=at_least(0), default=0, metavar="SEED",
                    help="the first model's seed (model i gets SEED+i): bagging and feature "
                         "sampling, the lambdarank sub-groups, the train families held out for "
