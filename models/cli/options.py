@@ -190,7 +190,8 @@ def rank_options(p) -> None:
     p.add_argument("--collection", choices=COLLECTIONS, metavar="COLLECTION",
                    help=f"model to use, one of {', '.join(COLLECTIONS)} (default: from the "
                         f"file's place in a TpuGraphs tree, else tile:xla / layout:xla:random "
-                        f"by its keys)")
+                        f"by its keys; a program's HLO text: its family's 'default' "
+                        f"collection, as tune's)")
 
 
 def tune_sim_options(p) -> None:
@@ -246,7 +247,9 @@ def tune_options(p) -> None:
     layouts = [c for c in COLLECTIONS if not is_tile(c)]
     p.add_argument("--collection", choices=layouts, metavar="COLLECTION",
                    help=f"the layout model to search with, one of {', '.join(layouts)} "
-                        f"(default: the program's family's 'default' collection)")
+                        f"(default: the program's family's 'default' collection, xla or nlp "
+                        f"by its opcodes: the search starts from the compiler default, as that "
+                        f"collection's did; rank PROGRAM --configs uses the same)")
     p.add_argument("--model-seeds", type=at_least(1), metavar="N",
                    help="score with the run's first N seed models only: faster rounds "
                         "(default: all)")
