@@ -153,7 +153,7 @@ def cmd_rank(args) -> int:
 def cmd_encode(args) -> int:
     """Write a program's HLO text as a TpuGraphs layout file (its one config: the default)."""
     from features.hlo import encode_file
-    with recorded_warnings() as caught:   # an unknown opcode: a line, not a stop
+    with recorded_warnings() as caught:   # an opcode outside the table: a line, not a stop
         path, graph = encode_file(args.program, args.out)
     warning_lines(caught)
     print(f"wrote {path}: {graph['node_opcode'].size} nodes, {graph['node_config_ids'].size} "
