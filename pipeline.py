@@ -268,16 +268,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv[0] if argv else "").parse_args(argv)
     # Ctrl-C and SIGTERM: one line and exit 130 for every command (models/cli/interrupts.py)
-    return interrupts.run(args.command, lambda: _run(args), resumes=_what_a_rerun_resumes(args))
-
-
-def _what_a_rerun_resumes(args) -> str | None:
-    """What an interrupted command keeps, for its one line (None: a rerun starts again)."""
-    if args.command == "tune":
-        return f"the measurements so far are kept in {args.out}/state"
-    if args.command in WRITES_CACHE:
-        return "the feature files it finished are cached"
-    return None
+    return interrupts.run(args.command, lambda: _run(args),
+                          resumes=interrupts.rerun_text(args.command, out=getattr(args, "out",
+                                                                                   None)))
 
 
 def _run(args) -> int:
