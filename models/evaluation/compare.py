@@ -231,7 +231,8 @@ def format_table(results: list[Paired], run_a: Path, run_b: Path,
                  f"{tag} per model family; fam q25 = the lower quartile of the family means "
                  f"(A / B)")
     lines.append(f"verdict: 'clear' = |gain| above {CLEAR_SPREADS:g} x both the larger run's seed "
-                 f"sd (sample sd, n - 1, of its per-seed means, as train prints it) and the standard error over families (fam se), "
+                 f"sd (sample sd, n - 1, of its per-seed means, as train prints it) and "
+                 f"the standard error over families (fam se), "
                  f"most families moving the same way, and 2 seeds or more in each run")
     return "\n".join(lines)
 
