@@ -83,14 +83,16 @@ def cmd_train(args) -> int:
     from models.training import RANKERS
     from models.training.run_files import format_table
     from models.training.run_record import RunFeatures
-    from models.training.runs import RUN_SET_PARAMS, TrainConfig, train_run
+    from models.training.runs import RUN_SET_PARAMS, TrainConfig, on_schedule, train_run
     fcfg = FeatureConfig(**parse_overrides(FeatureConfig, args.feature))
-    cfg = TrainConfig(ranker=args.ranker, seeds=args.seeds, seed=args.seed, folds=args.folds,
+    cfg = TrainConfig(ranker=args.ranker, seeds=args.seeds or TrainConfig.seeds, seed=args.seed,
+                      folds=args.folds,
                       overrides=parse_overrides(RANKERS[args.ranker][0].params_cls, args.set,
                                                 RUN_SET_PARAMS),
                       allow_no_valid=args.allow_no_valid, without=tuple(args.without),
                       partners=not args.ranker_alone)
     source = data_source(args.data_dir, args.cache_dir)
+    cfg = on_schedule(cfg, source.is_sample, args.seeds)
     with connect(args.scheduler, args.scheduler_timeout) as client:
         built = features.build_entries(source.npz_root, args.collections, ("train", "valid"),
                                        fcfg, args.cache_dir, workers=args.workers,
@@ -151,7 +153,7 @@ def cmd_rank(args) -> int:
 def cmd_encode(args) -> int:
     """Write a program's HLO text as a TpuGraphs layout file (its one config: the default)."""
     from features.hlo import encode_file
-    with recorded_warnings() as caught:   # an unknown opcode: a line, not a stop
+    with recorded_warnings() as caught:   # an opcode outside the table: a line, not a stop
         path, graph = encode_file(args.program, args.out)
     warning_lines(caught)
     print(f"wrote {path}: {graph['node_opcode'].size} nodes, {graph['node_config_ids'].size} "
@@ -223,7 +225,7 @@ def cmd_tune(args) -> int:
     check_free(args.out)     # another tune running in it: refused before the model loads too
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
     job = TuneJob(args.program, args.measure, args.budget, args.out, seed=args.seed,
-                  collection=args.collection)
+                  collection=args.collection, restart=args.restart)
     with recorded_warnings() as caught:   # said as lines, not as tracebacks
         model = CostModel.load(run_dir, seeds=args.model_seeds)
         print(f"searching with {model.description}")
@@ -266,16 +268,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv[0] if argv else "").parse_args(argv)
     # Ctrl-C and SIGTERM: one line and exit 130 for every command (models/cli/interrupts.py)
-    return interrupts.run(args.command, lambda: _run(args), resumes=_what_a_rerun_resumes(args))
-
-
-def _what_a_rerun_resumes(args) -> str | None:
-    """What an interrupted command keeps, for its one line (None: a rerun starts again)."""
-    if args.command == "tune":
-        return f"the measurements so far are kept in {args.out}/state"
-    if args.command in WRITES_CACHE:
-        return "the feature files it finished are cached"
-    return None
+    return interrupts.run(args.command, lambda: _run(args),
+                          resumes=interrupts.rerun_text(args.command, out=getattr(args, "out",
+                                                                                   None)))
 
 
 def _run(args) -> int:

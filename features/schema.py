@@ -105,6 +105,13 @@ OPCODE_NAMES = (
     "async-done", "round-nearest-even", "stochastic-convert", "tan",
 )
 OPCODE_IDS = {name: i for i, name in enumerate(OPCODE_NAMES, start=1)}
+# XLA opcodes (HloOpcode, xla/hlo/ir/hlo_opcode.h, as HLO text prints them) the table above lacks:
+# XLA's parser reads them, so a program holding one is read, each a node of id 0 and a warning;
+# an opcode in neither is an error, as XLA's parser makes it (a misspelling, not a program).
+XLA_OPCODES_OUTSIDE_TABLE = frozenset({
+    "collective-broadcast", "erf", "ragged-all-to-all", "ragged-dot", "topk",
+})
+KNOWN_OPCODES = frozenset(OPCODE_NAMES) | XLA_OPCODES_OUTSIDE_TABLE
 UNKNOWN_OPCODE = 0
 MAX_OPCODE = len(OPCODE_NAMES)
 CONVOLUTION, DOT, RESHAPE = OPCODE_IDS["convolution"], OPCODE_IDS["dot"], OPCODE_IDS["reshape"]

@@ -220,3 +220,12 @@ def final_score(by_collection: dict[str, float]) -> float:
     values = np.array(list(by_collection.values()), np.float64)
     values = values[np.isfinite(values)]
     return float(values.mean()) if values.size else float("nan")
+
+
+def seed_spread(seed_means) -> float:
+    """The spread of a run's per-seed mean scores, the one figure `train` and `compare` print:
+    their sample standard deviation (ddof=1, numpy's std with ddof=1), since the seeds are a
+    sample of the seeds one might draw and `compare` weighs a gain against it; 0.0 with one seed
+    (no spread shown), NaN where a seed has no score."""
+    x = np.asarray(seed_means, np.float64)
+    return float(x.std(ddof=1)) if x.size > 1 else 0.0

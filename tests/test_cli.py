@@ -16,6 +16,7 @@ import pipeline
 README = Path(__file__).resolve().parents[1] / "README.md"
 # An option of a command: never an underscore (XLA_FLAGS="--xla_dump_to=..." is not one)
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*(?![\w])")
+PIP = re.compile(r"pip install[^`\n&;|]*")
 
 
 def command_options() -> dict[str, set[str]]:
@@ -58,6 +59,7 @@ def documented_options(text: str, commands) -> tuple[dict[str, set[str]], list[s
     found = {c: set() for c in commands}
     orphans, inherited = [], {}
     for section, block in readme_blocks(text):
+        block = PIP.sub(" ", block)       # an install line's options are pip's
         named = set()
         for m in segment.finditer(block):
             command, rest = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
@@ -217,13 +219,13 @@ def test_the_train_table_has_a_legend_for_its_columns_and_their_dashes(trained_r
     for column in ("scored / unscrd =", "mean, min, max =", "seed sd =", "random =", "cv =",
                    "sec ="):
         assert column in legend
-    assert f"seed sd = spread of the per-seed means (over the {seeds} models of --seeds {seeds})" \
-        in legend
+    assert f"seed sd = spread of the per-seed means (sample sd (n - 1) over the {seeds} models " \
+        f"of --seeds {seeds})" in legend
     assert "cv = held-out-family mean ('-': no cross-validation, --folds K for one)" in legend
     rows = [line.split() for line in table.splitlines() if line.startswith(
         tuple(record.collections))]
     assert [row[-2] for row in rows] == ["-"] * len(record.collections)   # the cv column
-    sds = [f"{np.std(m['seed_means']):.3f}" for m in record.metrics.values()]
+    sds = [f"{np.std(m['seed_means'], ddof=1):.3f}" for m in record.metrics.values()]
     assert [row[-4] for row in rows] == sds   # seed sd
     record = replace(record, train_config={**record.train_config, "seeds": 1, "folds": 5})
     legend = " ".join(format_table(record).split())

@@ -135,3 +135,18 @@ def test_runs_that_pooled_other_graphs_do_not_pair_on_cv(tmp_path, rng):
         compare_runs(tmp_path / "a", older, "cv")
     p, = compare_runs(tmp_path / "a", older)
     assert p.on == "valid" and "graphs pooled" in p.note
+
+
+def test_train_and_compare_print_one_seed_spread(tmp_path, rng):
+    """The spread of a run's per-seed means is one figure: `train`'s table (run.json's
+    seed_std) and `compare`'s seed sd are both metrics.seed_spread, numpy's std with ddof=1."""
+    from models.training.runs import CollectionResult
+    seeds = rng.uniform(0.3, 0.6, (3, len(GRAPHS)))
+    seeds[0] -= 0.3                                    # one seed well below the others
+    trained = CollectionResult("layout:nlp:default", seeds.mean(axis=0), np.zeros(len(GRAPHS)),
+                               seeds, tuple(GRAPHS), 1.0).summary()
+    run = write_run(tmp_path / "a", None, seeds)
+    compared, = compare_runs(run, run, "valid")
+    want = seeds.mean(axis=1).std(ddof=1)
+    assert trained["seed_std"] == pytest.approx(want)
+    assert compared.seed_sd == pytest.approx(want)

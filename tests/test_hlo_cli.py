@@ -70,3 +70,32 @@ def test_encode_of_bad_text_is_one_line_naming_file_and_line(tmp_path, capsys, t
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: {program}{where}"), err
     assert not out.exists()
+
+
+def test_rank_of_a_program_takes_tunes_best_npy_of_one_config(trained_run, tmp_path, capsys):
+    """`tune` writes best.npy as (nc, 18), one config: `rank PROGRAM --configs` takes it."""
+    nc = read_hlo(PROGRAM)["node_config_ids"].size
+    np.save(tmp_path / "best.npy", np.full((nc, 18), -1, np.int8))
+    argv = ["rank", str(PROGRAM), "--configs", str(tmp_path / "best.npy"), "--run",
+            str(trained_run), "--json"]
+    assert pipeline.main(argv) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["configs"] == [0]
+
+
+def test_rank_and_tune_score_a_program_with_one_default_collection(trained_run, tmp_path,
+                                                                   monkeypatch):
+    """One default for a program's layouts: the model rank scores its HLO text with is the
+    one tune searches with, its family's 'default' collection."""
+    import sys
+    from models.tuning.tune_graph import tune_graph
+    module = sys.modules["models.tuning.tune_graph"]
+    chosen, real_bound = [], module.Bound
+    monkeypatch.setattr(module, "Bound", lambda model, graph, reference, collection:
+                        chosen.append(collection) or real_bound(model, graph, reference,
+                                                                collection))
+    graph = read_hlo(PROGRAM)
+    model = CostModel.load(trained_run)
+    tune_graph(model, lambda configs: np.ones(len(configs)), budget=3, **graph)
+    np.save(tmp_path / "one.npy", np.full((1, graph["node_config_ids"].size, 18), -1, np.int8))
+    ranked = model.rank_file(PROGRAM, configs=tmp_path / "one.npy")
+    assert chosen == [ranked.collection] == ["layout:xla:default"]

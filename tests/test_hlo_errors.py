@@ -82,15 +82,36 @@ def test_no_configurable_node(tmp_path):
         read_hlo(text)
 
 
-def test_unknown_opcode_warns_and_gets_id_0(tmp_path):
+def test_an_xla_opcode_outside_the_table_warns_and_is_a_node_of_id_0(tmp_path):
     text = GOOD.replace("q.1 = f32[8,2]{1,0} parameter(1)",
                         "q.0 = f32[8,2]{1,0} parameter(1)\n"
-                        "  q.1 = f32[8,2]{1,0} frobnicate(q.0), frob_level=3")
+                        "  q.1 = f32[8,2]{1,0} erf(q.0)")
     path = write(tmp_path, text)
     with pytest.warns(UnknownOpcodeWarning, match=rf"{re.escape(str(path))}:6: opcode "
-                                                  r"'frobnicate'"):
+                                                  r"'erf'"):
         graph = read_hlo(path)
     assert graph["node_opcode"].tolist() == [63, 63, 0, 34]
+
+
+def test_an_opcode_xla_does_not_know_is_an_error_naming_file_line_and_opcode(tmp_path):
+    """A misspelling is not a program: XLA's parser refuses it, and so does this reader, where
+    it once warned and dropped a configurable node."""
+    text = GOOD.replace("{1,0} dot(p.1", "{1,0} convolutionz(p.1")
+    path = write(tmp_path, text)
+    with pytest.raises(HloFormatError, match=rf"^{re.escape(str(path))}:6: unknown opcode "
+                                             r"'convolutionz' in instruction %dot.1"):
+        read_hlo(path)
+
+
+def test_every_opcode_of_the_dev_programs_is_read(dev_npz):
+    """The dev set's HLO text (topk among its opcodes, outside the table) reads without error."""
+    from features.hlo.parse import parse_module
+    from features.hlo.source_text import Source
+    from features.schema import KNOWN_OPCODES
+    opcodes = {inst.opcode for f in sorted((dev_npz.parents[1] / "hlo").glob("*.hlo"))
+               for c in parse_module(Source(f.read_text(), str(f))).computations
+               for inst in c.instructions}
+    assert "topk" in opcodes and opcodes <= KNOWN_OPCODES
 
 
 @pytest.mark.parametrize("old, new, line, message", [

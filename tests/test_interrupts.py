@@ -78,7 +78,7 @@ def test_a_build_stopped_by_a_signal_says_one_line_and_leaves_nothing(signals, t
     assert proc.returncode == 130, err
     said = [s for s in err.strip().splitlines() if s != NOTICE]   # a cold cache's notice
     assert "Traceback" not in err and len(said) == 1, err
-    assert f"interrupted ({sig.name})" in err and "rerunning it resumes" in err
+    assert f"interrupted ({sig.name})" in err and "a rerun builds only the rest" in err
     assert _group_gone(proc.pid), "a process of the interrupted build is still running"
     assert not [p for p in cache.rglob("*") if ".tmp-" in p.name], "temporaries were left"
     if len(signals) == 1:
@@ -89,3 +89,20 @@ def test_a_build_stopped_by_a_signal_says_one_line_and_leaves_nothing(signals, t
                            timeout=600)
     assert rerun.returncode == 0, rerun.stderr
     assert "cached" in rerun.stdout                # the entries finished before are reused
+
+
+def test_an_interrupted_train_says_its_features_resume_and_its_training_starts_over(
+        trained, monkeypatch, capsys):
+    """Ctrl-C while models train (KeyboardInterrupt, as the signal raises it): the line says
+    what a rerun takes up (the cached features) and what it does again (every model)."""
+    import models.training.runs as runs
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(runs, "train_run", stopped)
+    cache, common = trained
+    assert pipeline.main(["train", *common, "--collections", "tile:xla"]) == 130
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said == ["interrupted (SIGINT): `pipeline.py train` stopped; nothing half-written "
+                    "was kept; the feature files it finished are cached, so a rerun builds only "
+                    "the rest; training starts over (no model of an unfinished run is kept)"]

@@ -112,6 +112,40 @@ def test_without_data_the_sample_is_generated_and_announced(tmp_path, monkeypatc
     assert list_npz(source.npz_root, "tile:xla", "test")
 
 
+def test_training_on_the_generated_sample_is_a_demo_schedule(tmp_path, monkeypatch, capsys):
+    """No data found: the generated sample (the tiny tree here) trains on the demo schedule,
+    says so, and records it; its rounds cap every model, the node learner's too."""
+    import features.npz.data_source as data
+    import models.sample.generate as generate
+    from models.training.node_learner import NodeParams
+    from models.training.runs import DEMO
+    from .conftest import TINY
+    monkeypatch.delenv("TPUGRAPHS_DIR", raising=False)
+    monkeypatch.setattr(data, "DEFAULT_DATA_DIR", tmp_path / "absent")
+    monkeypatch.setattr(generate, "SampleSpec", lambda: TINY)
+    assert pipeline.main(["train", "--cache-dir", str(tmp_path), "--workers", "1",
+                          "--collections", "tile:xla", "layout:xla:default"]) == 0
+    assert "a demo schedule on the generated sample" in capsys.readouterr().out
+    record = json.loads(next((tmp_path / "runs").glob("*/run.json")).read_text())
+    assert record["features"]["sample"] and record["train_config"]["demo"]
+    assert record["train_config"]["seeds"] == DEMO.seeds < 3
+    for params in (*record["params"].values(), *record["node_params"].values()):
+        assert params["n_estimators"] == DEMO.rounds < NodeParams().n_estimators
+    assert record["params"]["tile:xla"]["early_stopping"] == DEMO.early_stopping
+    assert all(len(m["rounds"]) == DEMO.seeds for m in record["metrics"].values())
+
+
+def test_training_on_a_data_dir_keeps_the_full_schedule(trained_run):
+    """The tiny tree named with --data-dir is real data to `train`: 3 seeds, every model's own
+    rounds (the node learner's 600; the rankers' are the tests' QUICK --set)."""
+    from models.training.node_learner import NodeParams
+    record = json.loads((trained_run / "run.json").read_text())
+    assert not record["features"]["sample"] and not record["train_config"]["demo"]
+    assert record["train_config"]["seeds"] == 3
+    assert record["node_params"]["layout:xla:default"]["n_estimators"] == \
+        NodeParams().n_estimators
+
+
 def test_bad_setting_is_an_error_not_a_crash(tiny_root, tmp_path, capsys):
     code = pipeline.main(["build-features", "--data-dir", str(tiny_root), "--cache-dir",
                           str(tmp_path), "--feature", "feature_set=fancy"])

@@ -77,10 +77,10 @@ def program(tiny_npz) -> Path:
     return list_npz(tiny_npz, "layout:xla:default", "valid")[0]
 
 
-def _tune(run, program, command, out, budget=30, env=None, popen=False):
+def _tune(run, program, command, out, budget=30, env=None, popen=False, extra=()):
     args = ["tune", str(program), "--measure", command, "--budget", str(budget), "--out",
             str(out), "--run", str(run), "--cache-dir", str(out.parent / "cache"),
-            "--model-seeds", "1"]
+            "--model-seeds", "1", *extra]
     if popen:   # its own session: the kill takes the measure command with it
         return subprocess.Popen([sys.executable, str(ROOT / "pipeline.py"), *args],
                                 env={**os.environ, **(env or {})}, cwd=ROOT,
@@ -177,8 +177,7 @@ def test_a_second_tune_into_the_same_out_is_refused_while_the_first_runs(
     measured = _calls(calls)
     assert len(measured) == 12 and (out / "best.json").exists()
 
-    rerun = _tune(trained_run, program, _command(measure_script), out, budget=12,
-                  env={"CALLS": str(calls)})
+    rerun = _tune(trained_run, program, pausing, out, budget=12)   # the command it began with
     assert rerun.returncode == 0, rerun.stderr
     assert "12 measurements to replay" in rerun.stdout
     assert _calls(calls) == measured     # all of it replayed from the state, nothing again
@@ -209,9 +208,9 @@ def test_the_outputs_say_what_was_found_and_how(trained_run, program, measure_sc
 
 def test_a_bad_measure_command_is_one_clear_line(trained_run, program, measure_script,
                                                  tmp_path):
-    """The first measurement (the default) goes through a good command; then a bad one fails
-    the first batch after it: one line naming the command and what was wrong, the good
-    measurement kept, and a good command resumes from it."""
+    """The first measurement (the default) goes through; then the command fails the first
+    batch after it: one line naming the command and what was wrong, the good measurement
+    kept, and the command, fixed in place, resumes from it."""
     bad, once = tmp_path / "bad.py", tmp_path / "once"
     bad.write_text(f"import os, sys\n"
                    f"if os.path.exists({str(once)!r}):\n    sys.exit(3)\n"
@@ -224,7 +223,8 @@ def test_a_bad_measure_command_is_one_clear_line(trained_run, program, measure_s
     assert len(error) == 1 and "Traceback" not in failed.stderr, failed.stderr
     assert str(bad) in error[0] and "exited with status 3" in error[0]
     assert "measurements made before it: 1" in error[0]
-    resumed = _tune(trained_run, program, _command(measure_script), out,
+    bad.write_text(measure_script.read_text())          # the same command, now measuring
+    resumed = _tune(trained_run, program, _command(bad), out,
                     env={"CALLS": str(tmp_path / "calls")})
     assert resumed.returncode == 0, resumed.stderr
     assert "1 measurements to replay" in resumed.stdout
@@ -295,6 +295,8 @@ def test_the_readme_tune_example_runs_with_the_toy_measure(trained_run, program,
     assert done.returncode == 0, done.stderr
     best = json.loads((out / "best.json").read_text())
     assert best["measurements"] == 12 and "toy_measure" in best["made_by"]["measure"]
+    # its notice that it is not hardware reaches the user, once, not once a batch
+    assert done.stderr.count("not a TPU") == 1, done.stderr
 
 
 def test_the_toy_measure_says_it_is_not_hardware_and_prints_one_runtime_a_config(tmp_path):
@@ -306,3 +308,43 @@ def test_the_toy_measure_says_it_is_not_hardware_and_prints_one_runtime_a_config
     assert done.returncode == 0 and "not a TPU" in done.stderr
     runtimes = [float(line) for line in done.stdout.split()]
     assert len(runtimes) == 3 and runtimes[0] == runtimes[2] == 1.0 and runtimes[1] != 1.0
+
+
+def test_a_rerun_with_another_measure_command_is_refused_naming_both(
+        trained_run, program, measure_script, tmp_path):
+    """The state knows what measured it: another command is refused in one line naming both;
+    --restart starts a new state with it; the same command resumes."""
+    out, first, other = tmp_path / "out", _command(measure_script), \
+        f"{_command(measure_script)} --on-other-hardware"
+    env = {"CALLS": str(tmp_path / "calls")}
+    assert _tune(trained_run, program, first, out, budget=10, env=env).returncode == 0
+    refused = _tune(trained_run, program, other, out, budget=10,
+                    env={"CALLS": str(tmp_path / "other.calls")})
+    assert refused.returncode == 2 and not (tmp_path / "other.calls").exists()
+    line, = [s for s in refused.stderr.splitlines() if s.startswith("error:")]
+    assert f"measure = {first!r}, not {other!r}" in line and "--restart" in line
+    restarted = _tune(trained_run, program, other, out, budget=10, extra=["--restart"],
+                      env={"CALLS": str(tmp_path / "other.calls")})
+    assert restarted.returncode == 0, restarted.stderr
+    assert "resuming" not in restarted.stdout and len(_calls(tmp_path / "other.calls")) == 10
+    assert json.loads((out / "state" / "session.json").read_text())["measure"] == other
+    resumed = _tune(trained_run, program, other, out, budget=10,
+                    env={"CALLS": str(tmp_path / "other.calls")})
+    assert resumed.returncode == 0 and "10 measurements to replay" in resumed.stdout
+    assert len(_calls(tmp_path / "other.calls")) == 10          # nothing measured again
+
+
+def test_a_failed_start_leaves_no_lock_or_state(trained_run, program, tmp_path):
+    """A program that does not parse, or a command failing on its first measurement: one line,
+    and --out holds nothing a rerun would trip on (no state/lock, no empty session)."""
+    bad = tmp_path / "bad.hlo"
+    bad.write_text("HloModule m\n\nENTRY e {\n  p = f32[2] parameter(0\n}\n")
+    out = tmp_path / "out"
+    failed = _tune(trained_run, bad, "true", out)
+    assert failed.returncode == 2 and str(bad) in failed.stderr
+    assert not (out / "state").exists()
+    failing = tmp_path / "fail.py"
+    failing.write_text("import sys; sys.exit(4)\n")
+    failed = _tune(trained_run, program, _command(failing), out)
+    assert failed.returncode == 2 and "exited with status 4" in failed.stderr
+    assert not (out / "state").exists()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import errno
 import os
-import platform
 import re
 import secrets
 import shutil
@@ -31,11 +30,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import numba
-import numpy as np
-import polars as pl
-
 from features.digest import fingerprint
+from features.versions import library_versions
 from features.schema import collection_slug
 
 SCHEMA = 1  # bump when the on-disk format of an entry changes
@@ -51,8 +47,8 @@ def file_stamps(files: list[Path]) -> list[tuple[str, int, int]]:
 
 
 def versions() -> dict:
-    return {"numpy": np.__version__, "numba": numba.__version__, "polars": pl.__version__,
-            "python": platform.python_version()}
+    """The libraries a cache entry's rows depend on (part of its key)."""
+    return library_versions("numpy", "numba", "polars")
 
 
 def features_root(cache_root: Path) -> Path:

@@ -1,5 +1,6 @@
-"""The reader's two complaints: text it cannot read (an error) and an opcode outside the
-dataset's table (a warning: the encoder files it under id 0 and goes on)."""
+"""The reader's two complaints: text it cannot read (an error, an opcode XLA does not know
+among them) and an XLA opcode outside the dataset's table (a warning: the encoder files it under
+id 0 and goes on)."""
 from __future__ import annotations
 
 
@@ -13,4 +14,5 @@ class HloFormatError(ValueError):
 
 
 class UnknownOpcodeWarning(UserWarning):
-    """An opcode the TpuGraphs table does not list; its node gets id 0, as the encoder does."""
+    """An XLA opcode the TpuGraphs table does not list; its node gets id 0, as the encoder
+    does."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -54,9 +55,11 @@ def is_program_text(path: Path) -> bool:
     return path.suffix != ".npz" and not zipfile.is_zipfile(path)
 
 
-def read_program_candidates(program: Path, configs: Path | None, collection: str) -> Graph:
+def read_program_candidates(program: Path, configs: Path | None,
+                            collection_of: Callable[[np.ndarray], str]) -> Graph:
     """A program's HLO text (features.hlo.read_hlo) with the layouts in `configs` (a .npy of
-    (c, nc, 18), or an npz holding node_config_feat) as its candidates, validated as a file's;
+    (c, nc, 18) or of one config (nc, 18), or an npz holding node_config_feat) as its
+    candidates, validated as a file's, for the collection collection_of(node_opcode) names;
     a ValueError saying what to pass when `configs` is None."""
     program = Path(program)
     graph = read_hlo(program)
@@ -66,7 +69,10 @@ def read_program_candidates(program: Path, configs: Path | None, collection: str
                          f"pass --configs CONFIGS.npy, (c, {nc}, 18) integer layouts -1..5 for "
                          f"its {nc} configurable nodes (or an npz holding node_config_feat)")
     ncf = read_config_file(Path(configs))
-    return graph_from_arrays({**graph, "node_config_feat": ncf}, collection,
+    if ncf.ndim == 2:         # one config, (nc, 18): `tune`'s best.npy
+        ncf = ncf[None]
+    return graph_from_arrays({**graph, "node_config_feat": ncf},
+                             collection_of(graph["node_opcode"]),
                              name=f"{configs} (configs of {program})")
 
 

@@ -54,6 +54,11 @@ from models.api.refine import Refinement, UpdateResult
 # the config space evenly, as an autotuner's proposals do, where the genetic 'default' search
 # stays close to the compiler default.
 DEFAULT_COLLECTION = {"tile": "tile:xla", "layout": "layout:xla:random"}
+# A program's own layouts (`tune PROGRAM`, `rank PROGRAM.hlo --configs`) get its family's
+# 'default' collection model, the one default for programs: tune searches from the compiler
+# default, as the dataset's genetic 'default' search did, and rank is given what tune writes;
+# the family's 'random' model where the run lacks it.
+PROGRAM_SEARCHES = ("default", "random")
 SAVED = "cost_model.json"
 # What rank does with candidates whose layouts no tensor can have: refuse them, or score them -inf
 INVALID_CHOICES = ("error", "score")
@@ -182,7 +187,8 @@ class CostModel:
         path = Path(path)
         _check_invalid_choice(invalid)
         if is_program_text(path):   # the same checks and ranking as a file's candidates
-            g = read_program_candidates(path, configs, self._collection("layout", collection))
+            g = read_program_candidates(path, configs, lambda opcodes: self._collection(
+                "layout", collection or self.program_collection(opcodes)))
             _warn_on_family(g)
             return self._rank_valid(g, invalid)
         if configs is not None:
@@ -306,6 +312,13 @@ class CostModel:
             # what was learnt is never dropped, nor the graph asked about now
             if old != key and self._graphs[old][1].measured is None:
                 del self._graphs[old]
+
+    def program_collection(self, node_opcode: np.ndarray) -> str:
+        """The model for a program's own layouts: its family's (xla or nlp, by its opcodes)
+        first of PROGRAM_SEARCHES the run has, else DEFAULT_COLLECTION's layout model."""
+        family = graph_family(np.asarray(node_opcode)) or "xla"
+        return next((f"layout:{family}:{search}" for search in PROGRAM_SEARCHES
+                     if f"layout:{family}:{search}" in self.models), DEFAULT_COLLECTION["layout"])
 
     def _collection(self, kind: str, collection: str | None) -> str:
         chosen = collection or DEFAULT_COLLECTION[kind]

@@ -8,12 +8,10 @@ import json
 import multiprocessing
 import os
 import shutil
-import platform
 import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +21,7 @@ from models.sample import generate as sample
 from models.sample import synth_graph, synth_hlo
 from features.cache.entries import entry_parts
 from features.cache.store import writing
+from features.versions import library_versions
 from features.hlo import read_hlo
 from features.npz.read import read_graph
 from features.rows.table import graph_static
@@ -163,8 +162,7 @@ class Conditions:
 
 def conditions() -> Conditions:
     return Conditions(os.cpu_count(), len(os.sched_getaffinity(0)), os.getloadavg(),
-                      {"python": platform.python_version(),
-                       **{name: metadata.version(name) for name in LIBRARIES}})
+                      library_versions(*LIBRARIES))
 
 
 # ---------------------------------------------------------------- generated inputs

@@ -17,10 +17,31 @@ EXIT_INTERRUPTED = 130   # 128 + SIGINT, what a shell reports for Ctrl-C
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+# What a rerun of each interrupted command takes up and what it does again, said in its line
+# (a command not here keeps nothing). Features are cached file by file; a run directory is
+# published whole, so an interrupted train keeps no model and its rerun trains every one again.
+CACHED_FEATURES = "the feature files it finished are cached, so a rerun builds only the rest"
+RERUNS = {
+    "build-features": CACHED_FEATURES,
+    "train": f"{CACHED_FEATURES}; training starts over (no model of an unfinished run is kept)",
+    "submit": f"{CACHED_FEATURES}; the scoring starts over",
+    "bench": "the inputs and feature files it finished are kept, so a rerun makes only the "
+             "rest; the timings start over",
+    "tune": "the measurements so far are kept in {out}/state, so a rerun with the same command "
+            "replays them and measures only what is new",
+}
+
+
+def rerun_text(command: str, **where) -> str | None:
+    """RERUNS' sentence for the command, its places filled in (tune's out=)."""
+    text = RERUNS.get(command)
+    return text.format(**where) if text else None
+
+
 def run(command: str, func: Callable[[], int], resumes: str | None) -> int:
     """func() with SIGINT and SIGTERM raising KeyboardInterrupt; an interrupt is answered with
-    one stderr line and EXIT_INTERRUPTED. resumes: what the command keeps of its work, so that a
-    rerun takes up from there (None: nothing)."""
+    one stderr line and EXIT_INTERRUPTED. resumes: what a rerun takes up and does again
+    (rerun_text; None: it starts again)."""
     received: list[int] = []
 
     def interrupt(signum, frame):
@@ -46,7 +67,7 @@ def run(command: str, func: Callable[[], int], resumes: str | None) -> int:
 
 
 def _line(command: str, signum: int, resumes: str | None) -> str:
-    then = f"{resumes}, so rerunning it resumes from there" if resumes else "rerun it to start again"
+    then = resumes or "a rerun starts again"
     return (f"interrupted ({signal.Signals(signum).name}): `pipeline.py {command}` stopped; "
             f"nothing half-written was kept; {then}")
 

@@ -130,14 +130,16 @@ def set_help() -> str:
 def train_options(p) -> None:
     from models.training import RANKERS
     from models.training.node_learner import NODE_COLLECTIONS
-    from models.training.runs import REGRESSION_PARTNER_COLLECTIONS, TrainConfig
+    from models.training.runs import DEMO, REGRESSION_PARTNER_COLLECTIONS, TrainConfig
     p.add_argument("--ranker", choices=sorted(RANKERS), default="lambdarank",
                    help="lambdarank (LightGBM LambdaRank), regression (LightGBM L2 on log "
                         "runtime) or xgboost (XGBoost rank:pairwise); README 'Rankers' "
                         "(default: %(default)s)")
-    p.add_argument("--seeds", type=at_least(1), default=TrainConfig.seeds, metavar="N",
+    p.add_argument("--seeds", type=at_least(1), metavar="N",
                    help="models per collection, with seeds SEED .. SEED+N-1; their per-graph "
-                        "normalised scores are averaged (default: %(default)s)")
+                        f"normalised scores are averaged (default: {TrainConfig.seeds}; "
+                        f"{DEMO.seeds} in the demo schedule the generated sample trains with, "
+                        f"{DEMO.rounds} rounds a model at most)")
     p.add_argument("--seed", type=at_least(0), default=0, metavar="SEED",
                    help="the first model's seed (model i gets SEED+i): bagging and feature "
                         "sampling, the lambdarank sub-groups, the train families held out for "
@@ -188,7 +190,8 @@ def rank_options(p) -> None:
     p.add_argument("--collection", choices=COLLECTIONS, metavar="COLLECTION",
                    help=f"model to use, one of {', '.join(COLLECTIONS)} (default: from the "
                         f"file's place in a TpuGraphs tree, else tile:xla / layout:xla:random "
-                        f"by its keys)")
+                        f"by its keys; a program's HLO text: its family's 'default' "
+                        f"collection, as tune's)")
 
 
 def tune_sim_options(p) -> None:
@@ -218,9 +221,9 @@ def tune_sim_options(p) -> None:
                    help="also simulate each of the run's seeds alone (frozen and updated): "
                         "whether the updates' gain is clear of the seeds' spread")
     p.add_argument("--reference", choices=("pool", "search"), default="pool",
-                   help="what fixes each graph's within-graph statistics: the pool's own "
-                        "configs (every one measured: no user has that), or the configs `tune` "
-                        "gives its model (drawn around the compiler default) "
+                   help="what fixes each graph's within-graph statistics: pool = the pool's "
+                        "own configs (every one measured: no user has that), search = the "
+                        "configs `tune` gives its model (drawn around the compiler default) "
                         "(default: %(default)s)")
 
 
@@ -244,10 +247,16 @@ def tune_options(p) -> None:
     layouts = [c for c in COLLECTIONS if not is_tile(c)]
     p.add_argument("--collection", choices=layouts, metavar="COLLECTION",
                    help=f"the layout model to search with, one of {', '.join(layouts)} "
-                        f"(default: the program's family's 'default' collection)")
+                        f"(default: the program's family's 'default' collection, xla or nlp "
+                        f"by its opcodes: the search starts from the compiler default, as that "
+                        f"collection's did; rank PROGRAM --configs uses the same)")
     p.add_argument("--model-seeds", type=at_least(1), metavar="N",
                    help="score with the run's first N seed models only: faster rounds "
                         "(default: all)")
+    p.add_argument("--restart", action="store_true",
+                   help="discard the state an earlier search left in --out (its measurements) "
+                        "and start a new one, e.g. with another --measure command (default: "
+                        "resume it, refused when the program, run, settings or command differ)")
 
 
 def report_options(p) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from models.metrics import seed_spread
 from models.training.run_record import RunRecord
 from models.training.family_split import graph_family
 
@@ -122,7 +123,7 @@ def paired(collection: str, a: tuple, b: tuple, ens_a: tuple | None = None,
     by_family = lambda x: {f: float(x[fams == f].mean()) for f in np.unique(fams)}  # noqa: E731
     return Paired(collection, len(names), float(pa.mean()), float(pb.mean()),
                   [float(x) for x in (sb[:n] - sa[:n]).mean(axis=1)],
-                  float(max(_sd(sa.mean(axis=1)), _sd(sb.mean(axis=1)))), n,
+                  max(seed_spread(sa.mean(axis=1)), seed_spread(sb.mean(axis=1))), n,
                   by_family(diff), "ensemble" if use_ensemble else "mean of seeds", on, note,
                   family_a=by_family(pa), family_b=by_family(pb),
                   family_graphs={f: int((fams == f).sum()) for f in np.unique(fams)})
@@ -132,10 +133,6 @@ def _on_graphs(scores: tuple, graphs: list[str]) -> np.ndarray:
     ids, values = scores
     at = {g: i for i, g in enumerate(ids)}
     return np.array([values[at[g]] if g in at else np.nan for g in graphs])
-
-
-def _sd(x: np.ndarray) -> float:
-    return float(x.std(ddof=1)) if x.size > 1 else 0.0
 
 
 def compare_runs(run_a: Path, run_b: Path, split: str | None = None) -> list[Paired]:
@@ -234,7 +231,8 @@ def format_table(results: list[Paired], run_a: Path, run_b: Path,
                  f"{tag} per model family; fam q25 = the lower quartile of the family means "
                  f"(A / B)")
     lines.append(f"verdict: 'clear' = |gain| above {CLEAR_SPREADS:g} x both the larger run's seed "
-                 f"sd (sd of its per-seed means) and the standard error over families (fam se), "
+                 f"sd (sample sd, n - 1, of its per-seed means, as train prints it) and "
+                 f"the standard error over families (fam se), "
                  f"most families moving the same way, and 2 seeds or more in each run")
     return "\n".join(lines)
 

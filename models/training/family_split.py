@@ -26,6 +26,11 @@ _KERNEL_HASH = re.compile(r"_-?[0-9a-f]{8,16}$")
 _SIZE_WORDS = frozenset({"tiny", "mini", "small", "base", "medium", "large", "xl", "distil"})
 _DEPTH_SUFFIX = re.compile(r"^([a-z]{2,})\d+$")   # 'resnet50', 'vgg16', 'gpt2' (not 't5')
 EARLY_STOP_FRACTION = 0.2  # share of train families that early stopping watches
+# The fewest rounds a model keeps (or its n_estimators, if fewer): a probe whose watched
+# families score best in its first rounds has seen a few graphs' noise, and a model of so few
+# trees is barely trained (the sample's tile:xla seed 0 peaked at round 3 and scored -22.8 on
+# valid; refit for 30 rounds, 0.96).
+MIN_ROUNDS = 30
 
 
 def graph_family(graph_id: str) -> str:
@@ -89,11 +94,13 @@ def fit_family_stopped(cls, params, train: FeatureSet | BinnedRows, fit_final=No
 
 def stopping_rounds(cls, params, train: FeatureSet | BinnedRows) -> int:
     """The rounds early stopping finds for these settings on held-out train families (a probe
-    fitted on the others); params.n_estimators with a single family (nothing honest to watch)."""
+    fitted on the others), never fewer than MIN_ROUNDS; params.n_estimators with a single
+    family (nothing honest to watch)."""
     fit_idx, watch_idx = early_stop_split(_rows(train), params.seed)
     if watch_idx.size == 0:
         return params.n_estimators
-    return max(1, probe(cls(params), train, fit_idx, watch_idx).best_iteration_)
+    best = probe(cls(params), train, fit_idx, watch_idx).best_iteration_
+    return max(best, min(MIN_ROUNDS, params.n_estimators))
 
 
 def fit_all(model, train: FeatureSet | BinnedRows):

@@ -115,7 +115,7 @@ def legend(record: RunRecord) -> list[str]:
     seeds, folds = record.seeds, record.train_config["folds"]
     by_collection = record.metrics.values()
     sd = ("0.000: one model, --seeds 1" if seeds == 1
-          else f"over the {seeds} models of --seeds {seeds}")
+          else f"sample sd (n - 1) over the {seeds} models of --seeds {seeds}")
     if folds < 2:
         cv = "'-': no cross-validation, --folds K for one"
     elif any(m["cv_mean"] is None for m in by_collection):

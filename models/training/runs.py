@@ -8,7 +8,6 @@ refuses models built on other features.
 """
 from __future__ import annotations
 
-import platform
 import shlex
 import subprocess
 import time
@@ -16,15 +15,14 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import reduce
 from pathlib import Path
 
-import lightgbm
 import numpy as np
-import xgboost
 
 from features import FeatureConfig, FeatureSet, load_entry, split_parts
 from features.rows.feature_set import FEATURE_FAMILIES
 from features.cache.signature import code_digest, imported_modules
 from features.cache.store import atomic_dir, fingerprint
 from features.cache.integrity import file_sum
+from features.versions import library_versions
 from features.npz.find import collection_dir
 from models.overrides import at_least
 
@@ -35,7 +33,7 @@ from models import metrics
 from models.training.base import apply_overrides
 from models.training.binned import BinnedRows, bin_rows, feature_columns
 from models.training.lgbm import (REGRESSION_DEFAULTS, LightGBMRanker, RegressionParams,
-                                  RegressionPartner)
+                                  RegressionPartner, TreeParams)
 from models.training.node_learner import NODE_COLLECTIONS, NodeModel, NodeParams
 from models.training.run_files import mean_normalized, partner_kind
 from models.training.run_record import RunFeatures, RunRecord
@@ -54,6 +52,26 @@ Split = FeatureSet | Path
 
 
 @dataclass(frozen=True)
+class DemoSchedule:
+    """`train` on the generated sample (no data found): the real code path on a short schedule.
+    The sample's scores say nothing about real graphs, so the demo shows the whole path in
+    seconds instead of the minutes of the full schedule (TrainConfig's), which real data keeps.
+    A run on it records train_config.demo, its seeds, and each model's rounds in run.json."""
+    seeds: int = 1
+    rounds: int = 40           # n_estimators of every model: ranker, node learner, regression
+    early_stopping: int = 10   # the early-stopped ones' patience
+
+    def capped(self, params):
+        """params (a ranker's or partner's settings) with the demo's rounds."""
+        short = {"n_estimators": min(params.n_estimators, self.rounds),
+                 "early_stopping": min(getattr(params, "early_stopping", 0), self.early_stopping)}
+        return replace(params, **{k: v for k, v in short.items() if hasattr(params, k)})
+
+
+DEMO = DemoSchedule()
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     ranker: str = "lambdarank"
     # models per collection, their normalised scores averaged: 3 seeds hedge one seed's bad pick
@@ -69,6 +87,7 @@ class TrainConfig:
     # (node_learner.py) on NODE_COLLECTIONS, a regression beside lambdarank on
     # REGRESSION_PARTNER_COLLECTIONS; False: the ranker alone
     partners: bool = True
+    demo: bool = False          # DEMO's schedule (the generated sample), not the full one
 
     def __post_init__(self):
         if self.ranker not in RANKERS:
@@ -89,21 +108,43 @@ class TrainConfig:
 
     def params_for(self, collection: str):
         _, defaults = RANKERS[self.ranker]
-        return apply_overrides(defaults[collection_kind(collection)], self.overrides)
+        return apply_overrides(self.scheduled(defaults[collection_kind(collection)]),
+                               self.overrides)
 
     def node_params(self, collection: str) -> NodeParams | None:
         """The node learner's settings for a collection, None where it has none."""
         if not self.partners or collection not in NODE_COLLECTIONS:
             return None
-        return NodeParams(num_threads=self.params_for(collection).num_threads)
+        return self.scheduled(NodeParams(num_threads=self.params_for(collection).num_threads))
 
     def regression_partner(self, collection: str) -> RegressionParams | None:
         """The regression partner's settings for a collection, None where it has none."""
         if (not self.partners or self.ranker != "lambdarank"
                 or collection not in REGRESSION_PARTNER_COLLECTIONS):
             return None
-        return replace(REGRESSION_DEFAULTS[collection_kind(collection)],
-                       num_threads=self.params_for(collection).num_threads)
+        return self.scheduled(replace(REGRESSION_DEFAULTS[collection_kind(collection)],
+                                      num_threads=self.params_for(collection).num_threads))
+
+    def scheduled(self, params):
+        """A model's default settings on this run's schedule (--set overrides come after)."""
+        return DEMO.capped(params) if self.demo else params
+
+
+def on_schedule(cfg: TrainConfig, sample: bool, seeds: int | None) -> TrainConfig:
+    """cfg on the schedule its data calls for: DEMO's on the generated sample (its seeds unless
+    `seeds` were given), the full one on real data."""
+    if not sample:
+        return cfg
+    return replace(cfg, demo=True, seeds=DEMO.seeds if seeds is None else seeds)
+
+
+def schedule_line(cfg: TrainConfig) -> str:
+    """What a demo run says before it trains."""
+    full = TreeParams()
+    return (f"a demo schedule on the generated sample: {cfg.seeds} seed(s), at most "
+            f"{DEMO.rounds} rounds a model (early stopping after {DEMO.early_stopping}); real "
+            f"data (--data-dir) trains the full schedule ({TrainConfig.seeds} seeds, up to "
+            f"{full.n_estimators} rounds a ranker)")
 
 
 @dataclass
@@ -154,7 +195,7 @@ class CollectionResult:
                 "max": float(finite.max()) if finite.size else None,
                 "n_scored": int(finite.size), "unscored": list(self.unscored),
                 "seed_means": [_finite_or_none(m) for m in self.seed_means],
-                "seed_std": _finite_or_none(np.std(self.seed_means)),
+                "seed_std": _finite_or_none(metrics.seed_spread(self.seed_means)),
                 "random_mean": _finite_or_none(metrics.collection_score(self.random_per_graph)),
                 "cv_mean": _finite_or_none(self.cv_mean),
                 "cv_seed_means": [_finite_or_none(m) for m in self.cv_seed_means],
@@ -395,6 +436,17 @@ def train_collection(cfg: TrainConfig, train: Split, valid: Split, out_dir: Path
         stages=clock.seconds, stage_peak_mb=clock.peak_mb)
 
 
+def degenerate_seeds(result: CollectionResult, first_seed: int) -> list[str]:
+    """A warning for each seed whose validation mean is below random order's: a model that
+    learnt nothing usable is averaged in, and the run should say so, not only show a spread."""
+    random = metrics.collection_score(result.random_per_graph)
+    rounds = result.rounds or [None] * len(result.seed_means)
+    return [f"{result.collection} seed {first_seed + i}: validation mean {mean:.3f} is below "
+            f"random order's {random:.3f} ({r} rounds kept); it is averaged into the run's "
+            f"scores" for i, (mean, r) in enumerate(zip(result.seed_means, rounds))
+            if mean < random]
+
+
 def predicted(models: list, parts) -> tuple[list[np.ndarray], FeatureSet | None]:
     """Every model's scores of the parts' rows, in order, one part's matrix held at a time;
     and the first whole graphs within diagnostics.HISTORY_ROWS rows (at least one) with their
@@ -472,6 +524,8 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
         fit_final = cluster_fit(client)
         cluster = {"workers": len(client.scheduler_info()["workers"])}
     run_dir = Path(runs_root) / f"{cfg.ranker}-{run_key(cfg, keys, cluster)}"
+    if cfg.demo:
+        log(schedule_line(cfg))
     # Equal settings make the same run: one trained meanwhile by another command is replaced.
     with atomic_dir(run_dir, "the trained run") as tmp:
         results = {}
@@ -481,6 +535,7 @@ def train_run(cfg: TrainConfig, data: dict[str, tuple[Split, Split]],
                                                    (default_rows or {}).get(collection),
                                                    fit_final, log)
         built = replace(feature_info, build_seconds=_build_seconds(metas), keys=keys)
+        warnings += [w for r in results.values() for w in degenerate_seeds(r, cfg.seed)]
         record = replace(_run_record(cfg, results, built, warnings), cluster=cluster,
                          retrain=retrain_command(cfg, list(data), runs_root, feature_info),
                          files={f.relative_to(tmp).as_posix(): file_sum(f)
@@ -524,8 +579,7 @@ def _run_record(cfg: TrainConfig, results: dict, built: RunFeatures,
         warnings=tuple(warnings), final=_finite_or_none(final),
         final_collections=tuple(c for c, r in results.items() if np.isfinite(r.mean)),
         created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), git=_git_describe(),
-        versions={"lightgbm": lightgbm.__version__, "xgboost": xgboost.__version__,
-                  "numpy": np.__version__, "python": platform.python_version()})
+        versions=library_versions("lightgbm", "xgboost", "numpy"))
 
 
 def _build_seconds(metas: dict[str, tuple[dict, dict]]) -> dict:

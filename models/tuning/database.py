@@ -4,6 +4,10 @@
     OUT/state/measurements.bin  every measurement, appended and synced as it arrives
     OUT/state/lock              held (flock) by the tune running in OUT; names its process id
 
+The state is keyed by what measured it (session.json: program, run, settings and the measure
+command): runtimes of two commands never mix in one log. A start that fails before anything is
+measured leaves no state behind, not even the lock.
+
 Resuming is replay: the search is deterministic for a seed, a model and the runtimes it is
 given, so a rerun asks for the same configs in the same order, and the log answers them until
 it runs out; only then is the command run again. Nothing the command answered is measured twice;
@@ -21,6 +25,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,9 +122,27 @@ def program_digest(graph: dict[str, np.ndarray]) -> str:
 @contextmanager
 def owned(out: Path) -> Iterator[Path]:
     """OUT/state, held by this tune for the block: an exclusive flock on OUT/state/lock, let go
-    when the block ends or the process does. StateBusyError when another tune holds it."""
+    when the block ends or the process does. StateBusyError when another tune holds it. A state
+    this block made is removed again when the block fails with nothing measured."""
     state = Path(out) / STATE
+    made = not state.exists()
     state.mkdir(parents=True, exist_ok=True)
+    try:
+        with _locked(out, state):
+            yield state
+    except BaseException:
+        if made and not _measured(state):
+            shutil.rmtree(state, ignore_errors=True)
+        raise
+
+
+def _measured(state: Path) -> bool:
+    log = state / LOG
+    return log.is_file() and log.stat().st_size > 0
+
+
+@contextmanager
+def _locked(out: Path, state: Path) -> Iterator[None]:
     fd = os.open(state / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
@@ -131,16 +154,27 @@ def owned(out: Path) -> Iterator[Path]:
                                  f"tune into another --out directory") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield state
+        yield
     finally:
         os.close(fd)     # lets the lock go
 
 
 def check_free(out: Path) -> None:
     """StateBusyError now when another tune runs in OUT, so that a command refuses before it
-    loads a model; tune_program takes OUT for the run itself."""
-    with owned(out):
-        pass
+    loads a model; tune_program takes OUT for the run itself. Makes nothing: no state, no tune
+    running in it."""
+    state = Path(out) / STATE
+    if state.is_dir():
+        with _locked(out, state):
+            pass
+
+
+def discard_state(state: Path) -> None:
+    """An earlier search's state emptied for a new one (tune --restart): its session and
+    measurements go, the lock this tune holds stays."""
+    for path in state.iterdir():
+        if path.name != LOCK:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
 def open_state(out: Path, identity: dict) -> Path:
@@ -155,8 +189,8 @@ def open_state(out: Path, identity: dict) -> Path:
         if changed:
             k = changed[0]
             raise StateMismatchError(f"{state} was started with {k} = {before.get(k)!r}, not "
-                                     f"{identity[k]!r}; rerun as it was started or tune into "
-                                     f"another --out directory")
+                                     f"{identity[k]!r}; rerun as it was started, tune into "
+                                     f"another --out directory, or --restart to discard it")
     else:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(identity, indent=1))

@@ -8,6 +8,7 @@ measurements in a database a rerun resumes from (database.py), the results besid
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -15,9 +16,10 @@ from typing import Any, Callable
 import numpy as np
 
 from features.schema import GRAPH_KEYS
-from models.tuning.database import LOG, MeasurementLog, Replaying, open_state, owned, program_digest
+from models.tuning.database import (LOG, MeasurementLog, Replaying, discard_state, open_state,
+                                    owned, program_digest)
 from models.tuning.progress import progress_png, progress_printer
-from models.tuning.runner import MeasureCommandError, run_command
+from models.tuning.runner import MeasureCommandError, echo_once, run_command
 from models.tuning.tune_graph import tune_graph
 from models.tuning.tuner import TuneResult, TuneSettings
 
@@ -46,24 +48,29 @@ class TuneJob:
     seed: int = 0
     collection: str | None = None
     settings: TuneSettings = field(default_factory=TuneSettings)
+    restart: bool = False    # discard a state in `out` that an earlier search left
 
 
 def tune_program(model: Any, job: TuneJob, run: str, log=print) -> TuneResult:
     """Tune the program with model (a CostModel, through tune_graph) and the job's command;
     results in job.out, which the call owns while it runs (StateBusyError when another tune
     does). `run` names the model's run for the record and the state's identity."""
-    with owned(job.out):
-        return _tune_owned(model, job, run, log)
+    graph = load_program(job.program)      # a program that does not read touches no state
+    with owned(job.out) as state:
+        if job.restart:
+            discard_state(state)
+        return _tune_owned(model, job, run, graph, log)
 
 
-def _tune_owned(model: Any, job: TuneJob, run: str, log) -> TuneResult:
-    graph = load_program(job.program)
+def _tune_owned(model: Any, job: TuneJob, run: str, graph: dict, log) -> TuneResult:
+    # what measured the state: a rerun with another command must not mix its runtimes in
     identity = {"program": program_digest(graph), "run": run, "seed": job.seed,
                 "budget": job.budget, "collection": job.collection,
-                "settings": asdict(job.settings)}
+                "settings": asdict(job.settings), "measure": job.command}
     state = open_state(job.out, identity)
+    echo = echo_once(lambda line: print(f"measure command: {line}", file=sys.stderr))
     measure = Replaying(MeasurementLog(state / LOG, graph["node_config_ids"].size),
-                        lambda c: run_command(job.command, c, state), job.budget,
+                        lambda c: run_command(job.command, c, state, echo), job.budget,
                         progress_printer())
     if len(measure.old_runtimes):
         log(f"resuming from {state}: {len(measure.old_runtimes)} measurements to replay")

@@ -16,8 +16,6 @@ import numpy as np
 
 from features.graph.layout_space import LayoutSpace, reference_configs
 from models.api import CostModel
-from models.api.candidate_checks import graph_family
-from models.api.cost_model import DEFAULT_COLLECTION
 from models.tuning.tuner import Bound, Frozen, TuneResult, TuneSettings, tune, tune_pool
 
 
@@ -44,7 +42,7 @@ def tune_graph(model: CostModel, measure: Callable, *, budget: int, node_feat, n
     space = LayoutSpace.of_graph(node_feat, node_opcode, edge_index, node_config_ids,
                                  settings.space)
     bound = Bound(model, graph, search_reference(space, settings, seed),
-                  collection or tune_collection(model, np.asarray(node_opcode)))
+                  collection or model.program_collection(node_opcode))
     return tune(measure, space, bound if learn else Frozen(bound), budget, seed=seed,
                 settings=settings)
 
@@ -52,13 +50,3 @@ def tune_graph(model: CostModel, measure: Callable, *, budget: int, node_feat, n
 def search_reference(space: LayoutSpace, settings: TuneSettings, seed: int) -> np.ndarray:
     """The reference configs a search of `space` gives its model (its graph's statistics)."""
     return reference_configs(space, settings.reference, seed)
-
-
-def tune_collection(model: CostModel, node_opcode: np.ndarray) -> str:
-    """The model a search from the default uses: its family's 'default' collection (a genetic
-    search from the default, as the tuner's), else its 'random' one."""
-    family = graph_family(node_opcode) or "xla"
-    for search in ("default", "random"):
-        if f"layout:{family}:{search}" in model.models:
-            return f"layout:{family}:{search}"
-    return DEFAULT_COLLECTION["layout"]
