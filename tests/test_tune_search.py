@@ -8,7 +8,9 @@ import sys
 import numpy as np
 import pytest
 
+from features.graph import roles as R
 from features.npz.find import list_npz
+from features.schema import DOT
 from models.api.node_effects import INTERCEPT_VAR, KIND_SCALES, EffectsParams, NodeEffects
 from models.tuning.sampler import LayoutSampler
 from models.tuning.search import SearchSettings, evolve
@@ -107,14 +109,36 @@ def test_proposals_are_valid_layouts_of_the_sample_graphs(tiny_npz):
 def test_the_space_searches_groups_as_the_dev_files_set_them(dev_npz):
     """On the realistic dev graphs (the generated sample sets groups no real file does, e.g.
     a dot's kernel group), every group a file's config sets is one the space searches, at the
-    rank the space searches it at."""
+    rank the space searches it at. One exception, which a file cannot settle: a dot whose
+    operands fit either way round (the files keep no operand order) and differ in rank, where
+    the space reads the other one (Whisper's training step, 2 of its 339 nodes)."""
+    ambiguous = 0
     for collection in ("layout:xla:default", "layout:nlp:default"):
         for path in list_npz(dev_npz, collection, "valid"):
             with np.load(path) as z:
                 arrays = {k: z[k] for k in ("node_feat", "node_opcode", "edge_index",
                                             "node_config_ids")}
                 files = z["node_config_feat"].astype(np.int8)
-            assert _valid_in_space(LayoutSpace.of_graph(**arrays), files), path.name
+            lengths = group_lengths(files)
+            space = LayoutSpace.of_graph(**arrays)
+            off = (lengths != 0) & (lengths != space.ranks[None])
+            for k in np.unique(np.nonzero(off)[1]):
+                assert _either_way_round(arrays, int(arrays["node_config_ids"][k])), \
+                    (path.name, k)
+                ambiguous += 1
+    assert ambiguous <= 4
+
+
+def _either_way_round(arrays: dict, v: int) -> bool:
+    """Whether dot v's two operands fit dot_roles both ways round, at different ranks."""
+    nf, ei = arrays["node_feat"], arrays["edge_index"]
+    if arrays["node_opcode"][v] != DOT:
+        return False
+    a, b = sorted(ei[ei[:, 0] == v, 1].tolist())[:2]
+    shape = lambda u: R.shape_of(nf, u)     # noqa: E731
+    return (len(shape(a)) != len(shape(b))
+            and R.dot_roles(shape(a), shape(b), shape(v)) is not None
+            and R.dot_roles(shape(b), shape(a), shape(v)) is not None)
 
 
 def test_the_learner_recovers_additive_effects():

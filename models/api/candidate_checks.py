@@ -15,8 +15,10 @@ from features.graph import layout_space as space
 from features.graph.layout_space import GROUP_SLOTS, LAYOUT_GROUPS, group_lengths
 
 # Convolutions among a graph's conv and dot nodes at or above this share: a convolutional
-# (xla-like) graph. Dev files: 0.354 and up for every xla graph (ConvNeXt lowest), 0 for every
-# nlp one; a vision transformer's single patch-embedding conv among ~100 dots stays far below.
+# (xla-like) graph. Dev files: 0.216 and up for every convolutional xla graph (MiT lowest),
+# 0 for a text transformer. A transformer with a conv front end is a transformer here: ViT and
+# Swin (0.010-0.020, filed under layout:xla) as Whisper (0.019-0.022, under layout:nlp); no
+# share can tell their files' collections apart.
 CONV_SHARE_XLA = 0.1
 
 
