@@ -242,6 +242,11 @@ def _search_ranks(g: Graph) -> np.ndarray:
     return np.minimum(out, GROUP_SLOTS)
 
 
+# Configs of the reference a graph gets when its caller brings none: the tuner's
+# (TuneSettings.reference) and CostModel's drawn one (models/api/reference.py) alike.
+REFERENCE_CONFIGS = 200
+
+
 def reference_configs(space: LayoutSpace, k: int, seed: int = 0) -> np.ndarray:
     """k configs fixing a graph's statistics for its search: the default, configs one to four
     mutations from it (what an evolution from the default visits, as a 'default' collection's

@@ -15,12 +15,12 @@ import numpy as np
 
 from features import Graph
 from features.schema import is_tile
-from features.graph.layout_space import (ANY_RANK, GROUP_SLOTS, PERM_COUNT, LayoutSpace,
-                                         allowed_ranks, reference_configs)
+from features.graph.layout_space import (ANY_RANK, GROUP_SLOTS, PERM_COUNT, REFERENCE_CONFIGS,
+                                         LayoutSpace, allowed_ranks, reference_configs)
 
 MIN_LAYOUT = 20      # distinct configs a layout reference needs (fewer if the space has fewer)
 MIN_TILE = 2         # a tile graph's candidates may be all it has: two at least, for a scale
-DRAWN = 200          # configs of a drawn reference: as many as the tuner's (TuneSettings)
+DRAWN = REFERENCE_CONFIGS   # configs of a drawn reference, as many as the tuner's
 SEED = 0
 
 

@@ -23,7 +23,8 @@ from typing import Any, Callable
 import numpy as np
 
 from models.tuning.sampler import LayoutSampler
-from features.graph.layout_space import LayoutSpace, SpaceSettings, config_keys
+from features.graph.layout_space import (REFERENCE_CONFIGS, LayoutSpace, SpaceSettings,
+                                         config_keys)
 from models.tuning.search import Archive, SearchSettings, evolve
 
 
@@ -45,7 +46,7 @@ class TuneSettings:
                               # best); fewer on a small budget (_reserve)
     margin: float = 1.64      # z of one comparison: the best must beat the default by this many
                               # standard errors, raised for the configs it was chosen among
-    reference: int = 200      # configs fixing the graph's statistics (CostModel.rank reference)
+    reference: int = REFERENCE_CONFIGS   # configs fixing the graph's statistics (rank reference)
     elite: int = 8            # best measured configs among each round's starting population
     search: SearchSettings = field(default_factory=SearchSettings)
     space: SpaceSettings = field(default_factory=SpaceSettings)
