@@ -21,7 +21,7 @@ from features import FeatureSet
 from models.overrides import at_least, fractions, positive
 
 from models import metrics
-from models.training.progress import lightgbm_callback, rounds_bar
+from models.training.round_bars import lightgbm_callback, rounds_bar
 from models.training.binned import BinnedRows, bin_rows, safe_names
 from models.training.forest import raw_scores
 from models.training.base import (MAX_LGBM_GROUP, read_params, round_grid, runtime_to_grade,

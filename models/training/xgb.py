@@ -17,7 +17,7 @@ from features import FeatureSet
 from models.overrides import at_least, fractions, positive
 
 from models import metrics
-from models.training.progress import XGBoostProgress, rounds_bar
+from models.training.round_bars import XGBoostProgress, rounds_bar
 from models.training.base import (qid_from_ptr, read_params, round_grid, within_graph_rank,
                                   write_params)
 
