@@ -111,6 +111,7 @@ def test_rank_file_and_the_command_refuse_a_file_with_an_invalid_config(
     assert "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_real_dev_files_rank_unchanged_by_the_check(model, dev_npz):
     """The smallest graph of each dev layout collection, valid split, through rank_file: every
     config passes, and a file in the tree draws no family warning."""

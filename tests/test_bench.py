@@ -22,6 +22,7 @@ def _allocate(mb: int) -> int:
     return int(block.sum())
 
 
+@pytest.mark.slow
 def test_each_stage_reports_its_own_peak_memory():
     # A large peak in the parent (as input generation leaves) must not show up in its children:
     # a spawned child's ru_maxrss starts from it.
@@ -94,6 +95,7 @@ def _bench_in_one_child(root, spec):
     return run_bench(root, spec, workers=2, repeat=1, log=logged.append), logged
 
 
+@pytest.mark.slow
 def test_a_small_run_reports_every_stage_the_projection_and_the_ranking(tmp_path):
     with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         result, logged = pool.submit(_bench_in_one_child, tmp_path, TINY).result()

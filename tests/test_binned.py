@@ -86,6 +86,7 @@ def test_a_part_is_read_once_per_pass(tiny_npz, tmp_path, monkeypatch):
     assert reads == [p for p, _ in binned.entry_parts(entry)]
 
 
+@pytest.mark.slow
 def test_training_from_an_entry_scores_as_from_its_rows(tiny_npz, tmp_path):
     """train_collection streams an entry's rows into the bins; the same rows loaded first give
     the same run, graph by graph."""

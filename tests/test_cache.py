@@ -113,6 +113,7 @@ def test_an_entry_loads_chosen_columns_or_none(tiny_npz, tmp_path):
         load_entry(entry, ["nope"])
 
 
+@pytest.mark.slow
 def test_parallel_build_equals_serial_build(tiny_npz, tmp_path, monkeypatch):
     monkeypatch.setattr(cache_build, "PARALLEL_MIN_BYTES", 0)   # the tiny tree is below the bar
     serial = load_entry(build_entry(tiny_npz, "layout:nlp:random", "train", FeatureConfig(),
@@ -217,6 +218,7 @@ def _gone(pid: int) -> bool:
     return not feature_cache._alive(pid)
 
 
+@pytest.mark.slow
 def test_pool_workers_exit_when_the_parent_is_killed():
     parent = subprocess.Popen([sys.executable, "-c", WORKER_SCRIPT], stdout=subprocess.PIPE,
                               text=True)

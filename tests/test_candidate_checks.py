@@ -127,6 +127,7 @@ def test_graph_family_by_the_share_of_convolutions(opcodes, family):
     assert graph_family(np.array(opcodes + [ADD] * 50)) == family
 
 
+@pytest.mark.slow
 def test_every_dev_layout_config_is_valid_and_every_family_is_recognised(dev_npz):
     """All splits of all four layout collections: no config refused, the family signature right
     on every graph (the numbers the check and the warning were designed from), except that a

@@ -241,6 +241,7 @@ NOT_LOADED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_build_imports_neither_dask_without_a_scheduler_nor_the_rankers(tiny_root, tmp_path):
     """The dask extra is optional: a build without --scheduler must not even import it; nor
     LightGBM and XGBoost, seconds of start-up a build has no use for."""

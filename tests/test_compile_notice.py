@@ -56,6 +56,7 @@ def _in_a_fresh_process(path) -> tuple[bool, bool]:
     return said == "True", loaded == "True"
 
 
+@pytest.mark.slow
 def test_compiled_says_what_numba_then_does(kernel, monkeypatch):
     module = _load(kernel, monkeypatch)
     assert not C.compiled(module.f)                       # a new file: nothing cached
@@ -91,6 +92,7 @@ def test_a_random_collection_does_not_wait_for_the_node_rows_kernel():
     assert C.K.node_rows in C.slow_kernels("layout:nlp:default")
 
 
+@pytest.mark.slow
 def test_the_compiling_children_compile_what_the_build_then_runs(tiny_npz, tmp_path):
     """The children's own command on a generated file exits 0 (a child that fails only costs
     time, so nothing else would show a broken one), and the kernels it runs take the argument
@@ -111,6 +113,7 @@ def test_the_compiling_children_compile_what_the_build_then_runs(tiny_npz, tmp_p
     assert [len(k.signatures) for k in C.slow_kernels(collection)] == [1, 1]
 
 
+@pytest.mark.slow
 def test_the_compiling_children_take_the_smallest_file_and_never_outlive_a_ctrl_c(
         tiny_npz, monkeypatch):
     """Interrupted while its children compile, the call kills them and passes the Ctrl-C on;
@@ -152,6 +155,7 @@ def test_the_compiling_children_take_the_smallest_file_and_never_outlive_a_ctrl_
     assert len(started) == 2
 
 
+@pytest.mark.slow
 def test_a_child_that_fails_or_overruns_is_named(tiny_npz, monkeypatch, capsys):
     # each child runs one program: the first exits 3, the second sleeps past a 1 s deadline
     programs = iter(["import sys; sys.exit(3)", "import time; time.sleep(60)"])

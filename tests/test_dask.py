@@ -57,6 +57,7 @@ def _names(cache_root):
 
 @pytest.mark.parametrize("collection, split", [("layout:nlp:random", "train"),
                                                ("tile:xla", "train")])
+@pytest.mark.slow
 def test_the_cluster_build_equals_the_single_process_build(collection, split, client, tiny_npz,
                                                            tmp_path):
     single, _ = build_entry(tiny_npz, collection, split, FeatureConfig(), tmp_path / "single",
@@ -81,6 +82,7 @@ def _die_once(marker: str, npz_file, *args):
 _real_unit_bytes = dask_build.unit_bytes
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_build_is_retried_and_leaves_no_half_entry(client, tiny_npz,
                                                                        tmp_path, monkeypatch):
     collection = "layout:nlp:random"
@@ -115,6 +117,7 @@ def _run(cache, cluster: bool) -> dict:
 
 
 @pytest.mark.parametrize("ranker", ["lambdarank", "xgboost"])
+@pytest.mark.slow
 def test_training_on_the_cluster_scores_like_a_single_process_run(ranker, client, tiny_root,
                                                                   tmp_path):
     client.wait_for_workers(2, timeout=60)   # the kill test's worker may still be restarting
@@ -159,6 +162,7 @@ def test_a_scheduler_address_gets_a_client_and_one_line_naming_the_cluster(clien
                      f"2 threads"]
 
 
+@pytest.mark.slow
 def test_a_local_cluster_run_prints_a_local_run_plus_one_line(tiny_root, tmp_path, capsys):
     args = ["build-features", "--data-dir", str(tiny_root), "--collections", "tile:xla",
             "--splits", "valid", "--workers", "1"]
@@ -197,6 +201,7 @@ def _silent_server():
 
 
 @pytest.mark.parametrize("peer", ["closed", "silent"])
+@pytest.mark.slow
 def test_an_unanswering_scheduler_is_an_error_after_the_timeout_naming_it(peer, tiny_root,
                                                                           tmp_path, capsys):
     with contextlib.ExitStack() as stack:

@@ -50,6 +50,7 @@ def _subset_tree(tmp: Path, collection: str, n_train: int) -> Path:
 
 
 @pytest.mark.parametrize("collection", sorted(FLOORS))
+@pytest.mark.slow
 def test_valid_kendall_on_real_graphs_clears_the_floor(tmp_path, collection):
     n_train, old_floor, new_floor = FLOORS[collection]
     root = _subset_tree(tmp_path / "data", collection, n_train)

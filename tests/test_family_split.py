@@ -135,6 +135,7 @@ def test_fit_and_watched_are_take_graphs_without_a_copy(rng):
     np.testing.assert_array_equal(data.X, before)
 
 
+@pytest.mark.slow
 def test_lambdarank_fit_leaves_the_matrix_as_it_was(rng):
     """Sub-groups of graphs over max_group_size are made by moving rows in place."""
     data = make_ranking(rng, [300, 80, 260])

@@ -95,6 +95,7 @@ def _at_once(args: list[str], marker: Path) -> tuple[subprocess.CompletedProcess
     return subprocess.CompletedProcess(first.args, first.returncode, out, err), second
 
 
+@pytest.mark.slow
 def test_two_builds_into_one_cache_at_once_both_finish(tiny_root, tmp_path):
     cache = tmp_path / "cache"
     collections = ["tile:xla", "layout:nlp:random"]
@@ -113,6 +114,7 @@ def test_two_builds_into_one_cache_at_once_both_finish(tiny_root, tmp_path):
     assert not [n for n in _names(cache) if ".tmp-" in n]
 
 
+@pytest.mark.slow
 def test_two_trains_of_one_run_at_once_both_finish(tiny_root, tmp_path):
     """Equal settings make one run directory: both commands finish, one complete run stays."""
     cache = tmp_path / "cache"
@@ -199,6 +201,7 @@ def test_a_full_disk_while_saving_a_run_leaves_no_run(tiny_root, tmp_path, monke
     assert list((cache / "runs").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_writing_the_submission_keeps_nothing(trained, tiny_root, tmp_path,
                                                                 monkeypatch, capsys):
     from models.serving import submission
@@ -254,6 +257,7 @@ def test_a_damaged_entry_is_never_read_as_data(tiny_npz, tmp_path):
         f"--collections layout:xla:random --splits valid")
 
 
+@pytest.mark.slow
 def test_a_damaged_unit_is_built_again_when_its_part_is(tiny_root, tiny_npz, tmp_path, capsys):
     cache, which = tmp_path / "cache", ["--collections", "layout:nlp:default", "--splits", "train"]
     assert _build(tiny_root, cache, capsys, *which)[0] == 0

@@ -67,6 +67,7 @@ def test_fold_models_are_fit_once_and_again_for_other_train_graphs(trained_run, 
     assert len(said) == 2
 
 
+@pytest.mark.slow
 def test_tune_sim_on_the_train_graphs_with_their_families_held_out(trained, trained_run,
                                                                    capsys):
     cache, common = trained

@@ -31,6 +31,7 @@ def data():
     return X, y
 
 
+@pytest.mark.slow
 def test_the_walk_scores_as_lightgbm_to_the_bit(data):
     X, y = data
     booster = _booster(X, y)

@@ -103,6 +103,7 @@ def test_an_opcode_xla_does_not_know_is_an_error_naming_file_line_and_opcode(tmp
         read_hlo(path)
 
 
+@pytest.mark.slow
 def test_every_opcode_of_the_dev_programs_is_read(dev_npz):
     """The dev set's HLO text (topk among its opcodes, outside the table) reads without error."""
     from features.hlo.parse import parse_module

@@ -56,6 +56,7 @@ def _group_gone(pgid: int, timeout: float = 20.0) -> bool:
     [signal.SIGINT], [signal.SIGTERM],
     [signal.SIGTERM, signal.SIGTERM, signal.SIGINT],   # `timeout` forwarding, then a Ctrl-C
 ], ids=["SIGINT", "SIGTERM", "three signals"])
+@pytest.mark.slow
 def test_a_build_stopped_by_a_signal_says_one_line_and_leaves_nothing(signals, tiny_root,
                                                                       tmp_path):
     sig = signals[0]

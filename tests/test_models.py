@@ -85,6 +85,7 @@ def test_save_load_predicts_identically(name, rng, tmp_path):
     assert not list((tmp_path / name).glob("*.pkl"))
 
 
+@pytest.mark.slow
 def test_lambdarank_trains_on_a_30000_config_group(rng):
     train = make_ranking(rng, [30_000, 500], n_features=4)
     model = _fit("lambdarank", train, n_estimators=5, max_group_size=10_000)
@@ -246,6 +247,7 @@ def _openmp_settings(**env) -> tuple[str, str, str]:
     return (*done.stdout.split(), done.stderr)
 
 
+@pytest.mark.slow
 def test_openmp_threads_spin_briefly_unless_the_user_says_otherwise():
     # issue 61: libgomp's 3 ms of spinning took 3.0-5.1x a fit's time beside a busy loop
     policy, spin, printed = _openmp_settings()

@@ -70,6 +70,7 @@ def test_objective_gradient_matches_finite_differences(rng):
 
 
 @pytest.mark.skipif(not (DEV / "npz_all").is_dir(), reason=f"no dev data at {DEV}")
+@pytest.mark.slow
 def test_node_learner_ranks_held_out_real_graphs(tmp_path):
     """Trained on 12 dev nlp:default train graphs (node rows from the cache entry), it must
     order the valid graphs' configs well above chance (random order is ~0) and survive save/load

@@ -33,6 +33,7 @@ def test_train_records_a_run_that_beats_random(trained):
     assert record["features"]["signature"] and record["versions"]["lightgbm"]
 
 
+@pytest.mark.slow
 def test_submit_writes_a_valid_submission(trained, tiny_npz, tmp_path, capsys):
     cache, common = trained
     out = tmp_path / "submission.csv"
@@ -112,6 +113,7 @@ def test_without_data_the_sample_is_generated_and_announced(tmp_path, monkeypatc
     assert list_npz(source.npz_root, "tile:xla", "test")
 
 
+@pytest.mark.slow
 def test_training_on_the_generated_sample_is_a_demo_schedule(tmp_path, monkeypatch, capsys):
     """No data found: the generated sample (the tiny tree here) trains on the demo schedule,
     says so, and records it; its rounds cap every model, the node learner's too."""
@@ -177,6 +179,7 @@ def test_feature_config_defaults_are_recorded_with_the_run(trained):
 
 
 @pytest.mark.parametrize("ranker", sorted(RANKERS))
+@pytest.mark.slow
 def test_every_ranker_beats_random_order_on_the_sample(ranker, trained, tmp_path):
     """Floors below the worst of three seeds per ranker on this tiny sample (lowest seen over
     seeds 0-2: xla:random +0.86, nlp:default +0.46, tile +0.19 above random)."""
@@ -246,6 +249,7 @@ def test_a_stem_that_cannot_be_a_csv_id_fails_before_writing(trained, tiny_root,
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_ids_must_match_the_downloads_sample_submission(trained, tiny_root, tiny_npz, tmp_path,
                                                         capsys):
     data = _data_copy(tiny_root, tmp_path)
@@ -262,6 +266,7 @@ def test_ids_must_match_the_downloads_sample_submission(trained, tiny_root, tiny
     assert code == 2 and "tile:xla:elsewhere" in err and ids[0] in err and not out.exists()
 
 
+@pytest.mark.slow
 def test_a_run_trained_on_other_data_needs_the_flag_and_is_named(trained, tiny_root, tmp_path,
                                                                  capsys):
     data = _data_copy(tiny_root, tmp_path)
@@ -275,6 +280,7 @@ def test_a_run_trained_on_other_data_needs_the_flag_and_is_named(trained, tiny_r
         "(note: trained on other train files than this data's)" in printed
 
 
+@pytest.mark.slow
 def test_a_run_trained_on_the_sample_is_not_used_for_other_data(trained, tiny_root, tmp_path,
                                                                 capsys):
     def as_if_sample(record):
@@ -289,6 +295,7 @@ def test_a_run_trained_on_the_sample_is_not_used_for_other_data(trained, tiny_ro
 
 # ---------------------------------------------------------------- runs that compose
 
+@pytest.mark.slow
 def test_runs_trained_on_subsets_compose_into_one_submission(trained, tiny_root, tmp_path,
                                                              capsys):
     cache, common = trained
@@ -329,6 +336,7 @@ def test_an_empty_train_split_is_an_error(tiny_root, tmp_path, capsys):
     assert not list((tmp_path / "cache" / "runs").glob("*"))
 
 
+@pytest.mark.slow
 def test_an_empty_valid_split_needs_the_flag_and_is_flagged(tiny_root, tmp_path, capsys):
     data = _data_copy(tiny_root, tmp_path)
     valid = data / "npz_all" / "npz" / "layout" / "xla" / "random" / "valid"
@@ -347,6 +355,7 @@ def test_an_empty_valid_split_needs_the_flag_and_is_flagged(tiny_root, tmp_path,
     assert record["final"] == record["metrics"]["tile:xla"]["mean"]
 
 
+@pytest.mark.slow
 def test_a_build_tries_every_split_and_lists_every_bad_file_by_collection(tiny_root, tmp_path,
                                                                           capsys):
     """A bad tile valid file and a bad layout train file: both are listed, under their
@@ -398,6 +407,7 @@ def _npz_opens(monkeypatch, root: Path) -> list[str]:
     return opened
 
 
+@pytest.mark.slow
 def test_after_the_build_train_and_submit_open_no_raw_file(trained, tiny_root, tmp_path,
                                                            monkeypatch):
     """Node rows and config counts come from the cache entry: the download is read once."""

@@ -39,6 +39,7 @@ def model(trained_run) -> CostModel:
 
 
 @pytest.mark.parametrize("seeds", [TrainConfig.seeds, 1])
+@pytest.mark.slow
 def test_arrays_rank_exactly_like_submit_on_every_test_file(trained, trained_run, tiny_npz,
                                                            tmp_path, seeds):
     _, common = trained
@@ -72,6 +73,7 @@ def _rank_json(capsys, *args) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+@pytest.mark.slow
 def test_rank_command_with_and_without_config_runtime(trained, trained_run, tiny_npz, tmp_path,
                                                       capsys):
     cache, _ = trained
@@ -198,6 +200,7 @@ def test_warm_calls_reuse_graph_tables_and_equal_cold_calls(trained_run, layout_
 
 
 @pytest.mark.parametrize("kind", ["layout", "layout:nlp:default", "tile"])
+@pytest.mark.slow
 def test_a_config_scores_the_same_in_any_batch(trained_run, layout_graph, tiny_npz, kind):
     """The score of a config depends on the graph and the config, not on the batch around it
     (layout:nlp:default: with the node learner, whose row scores carry over between calls)."""

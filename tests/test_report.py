@@ -72,6 +72,7 @@ def test_report_tables_list_every_collection_with_the_run_scores(report):
         assert f"<h2 id='{collection}'>" in html
 
 
+@pytest.mark.slow
 def test_a_failing_graph_is_flagged_and_listed_first(trained_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(trained_run, run, ignore=shutil.ignore_patterns("report"))
@@ -225,6 +226,7 @@ def _renamed_predictions(run, renamed):
     preds.with_columns(pl.col("graph_id").replace(renamed)).write_parquet(path)
 
 
+@pytest.mark.slow
 def test_the_per_graph_axis_spans_the_model_with_references_on_its_edge(trained_run,
                                                                         tmp_path):
     renamed = {}
@@ -263,6 +265,7 @@ def test_best_and_worst_titles_carry_full_graph_names(trained_run, tmp_path):
     assert titles[1].startswith(f"worst graph #1 {graphs[0]} (top-5 score 0.940, ")
 
 
+@pytest.mark.slow
 def test_unscored_graphs_are_listed_apart_from_the_scored(trained_run, tmp_path):
     def unscore(record):
         m = record["metrics"]["layout:xla:random"]
@@ -284,6 +287,7 @@ def test_unscored_graphs_are_listed_apart_from_the_scored(trained_run, tmp_path)
 
 
 @pytest.mark.parametrize("rounds, capped", [(35, True), (20, False)])
+@pytest.mark.slow
 def test_the_round_curve_states_its_graphs_and_whether_the_cap_stopped_it(
         trained_run, tmp_path, rounds, capped):
     collection = "layout:nlp:random"

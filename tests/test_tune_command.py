@@ -103,6 +103,7 @@ def _command(script: Path) -> str:
     return f"{sys.executable} {script}"
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_without_measuring_anything_twice(trained_run, program,
                                                                measure_script, tmp_path):
     whole = _tune(trained_run, program, _command(measure_script), tmp_path / "whole",
@@ -143,6 +144,7 @@ def _wait_for(path: Path, proc: subprocess.Popen) -> None:
     assert path.exists(), proc.communicate()
 
 
+@pytest.mark.slow
 def test_a_second_tune_into_the_same_out_is_refused_while_the_first_runs(
         trained_run, program, measure_script, tmp_path):
     """Two tunes into one --out at once (the first in a thread of this process, as `tune` runs
@@ -183,6 +185,7 @@ def test_a_second_tune_into_the_same_out_is_refused_while_the_first_runs(
     assert _calls(calls) == measured     # all of it replayed from the state, nothing again
 
 
+@pytest.mark.slow
 def test_the_outputs_say_what_was_found_and_how(trained_run, program, measure_script,
                                                 tmp_path):
     out = tmp_path / "out"
@@ -206,6 +209,7 @@ def test_the_outputs_say_what_was_found_and_how(trained_run, program, measure_sc
     assert any((c == best).all() for c in configs)
 
 
+@pytest.mark.slow
 def test_a_bad_measure_command_is_one_clear_line(trained_run, program, measure_script,
                                                  tmp_path):
     """The first measurement (the default) goes through; then the command fails the first
@@ -258,6 +262,7 @@ def test_an_hlo_program_is_tuned(trained_run, measure_script, tmp_path):
     assert len(_calls(tmp_path / "calls")) == 12
 
 
+@pytest.mark.slow
 def test_a_rerun_with_other_settings_is_refused(trained_run, program, measure_script, tmp_path):
     out = tmp_path / "out"
     env = {"CALLS": str(tmp_path / "calls")}
@@ -310,6 +315,7 @@ def test_the_toy_measure_says_it_is_not_hardware_and_prints_one_runtime_a_config
     assert len(runtimes) == 3 and runtimes[0] == runtimes[2] == 1.0 and runtimes[1] != 1.0
 
 
+@pytest.mark.slow
 def test_a_rerun_with_another_measure_command_is_refused_naming_both(
         trained_run, program, measure_script, tmp_path):
     """The state knows what measured it: another command is refused in one line naming both;

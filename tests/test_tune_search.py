@@ -106,6 +106,7 @@ def test_proposals_are_valid_layouts_of_the_sample_graphs(tiny_npz):
             assert not invalid_configs(files, allowed).any()
 
 
+@pytest.mark.slow
 def test_the_space_searches_groups_as_the_dev_files_set_them(dev_npz):
     """On the realistic dev graphs (the generated sample sets groups no real file does, e.g.
     a dot's kernel group), every group a file's config sets is one the space searches, at the
@@ -206,6 +207,7 @@ def test_the_learners_mean_and_sd_are_the_weight_space_posteriors():
     assert unseen.any() and (unseen < np.array([len(_set_groups(x)) for x in new])).any()
 
 
+@pytest.mark.slow
 def test_updates_find_the_optimum_the_frozen_model_misses():
     """The model believes three layouts good that are slow: frozen, its search keeps them;
     learning from what it measures, it drops them: within 40 measurements it is faster than

@@ -249,6 +249,7 @@ def test_a_graph_of_one_distinct_config_is_left_out_of_tune_sim(trained_run, tin
     assert any(files[0].stem in line and "fewer than 2 distinct" in line for line in said)
 
 
+@pytest.mark.slow
 def test_tune_sim_measures_three_searches_on_validation_graphs(trained, trained_run, capsys):
     cache, common = trained
     data_dir = common[common.index("--data-dir") + 1]
@@ -537,6 +538,7 @@ def test_a_live_search_names_a_missing_input_in_one_line(what, trained_run, tmp_
     assert err.startswith("live_search: ") and str(tmp_path / "nothing") in err
 
 
+@pytest.mark.slow
 def test_the_live_searchs_budgets_and_bound_are_judged_by_the_stand_in(trained_run, tiny_npz):
     """At a budget below the whole, a search counts the best measured among its first N
     measurements, at the whole budget its confirmed best, each as the stand-in's noiseless
