@@ -112,6 +112,15 @@ XLA_OPCODES_OUTSIDE_TABLE = frozenset({
     "collective-broadcast", "erf", "ragged-all-to-all", "ragged-dot", "topk",
 })
 KNOWN_OPCODES = frozenset(OPCODE_NAMES) | XLA_OPCODES_OUTSIDE_TABLE
+# XLA prints an async-wrapped op as its own name with one of these (all-to-all-start).
+ASYNC_SUFFIXES = ("-start", "-update", "-done")
+
+
+def is_xla_opcode(name: str) -> bool:
+    """Whether XLA's parser reads `name` as an opcode: a known one, or one wrapped async."""
+    if name in KNOWN_OPCODES:
+        return True
+    return any(name.endswith(s) and name[:-len(s)] in KNOWN_OPCODES for s in ASYNC_SUFFIXES)
 UNKNOWN_OPCODE = 0
 MAX_OPCODE = len(OPCODE_NAMES)
 CONVOLUTION, DOT, RESHAPE = OPCODE_IDS["convolution"], OPCODE_IDS["dot"], OPCODE_IDS["reshape"]

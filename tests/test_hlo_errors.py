@@ -82,13 +82,16 @@ def test_no_configurable_node(tmp_path):
         read_hlo(text)
 
 
-def test_an_xla_opcode_outside_the_table_warns_and_is_a_node_of_id_0(tmp_path):
+@pytest.mark.parametrize("opcode", ["erf", "all-to-all-start", "ragged-all-to-all-done"])
+def test_an_xla_opcode_outside_the_table_warns_and_is_a_node_of_id_0(tmp_path, opcode):
+    """Also an op XLA prints async-wrapped (its name and -start / -update / -done), as an
+    XLA:GPU dump holds them."""
     text = GOOD.replace("q.1 = f32[8,2]{1,0} parameter(1)",
                         "q.0 = f32[8,2]{1,0} parameter(1)\n"
-                        "  q.1 = f32[8,2]{1,0} erf(q.0)")
+                        f"  q.1 = f32[8,2]{{1,0}} {opcode}(q.0)")
     path = write(tmp_path, text)
     with pytest.warns(UnknownOpcodeWarning, match=rf"{re.escape(str(path))}:6: opcode "
-                                                  r"'erf'"):
+                                                  rf"'{opcode}'"):
         graph = read_hlo(path)
     assert graph["node_opcode"].tolist() == [63, 63, 0, 34]
 

@@ -175,7 +175,7 @@ def _opcodes(insts: list[Instruction], module: Module) -> np.ndarray:
     """Each instruction's id in the TpuGraphs table; an XLA opcode outside it is id 0 and a
     warning, an opcode XLA does not know an error (XLA's parser refuses it too)."""
     for inst in insts:
-        if inst.opcode not in S.KNOWN_OPCODES:
+        if not S.is_xla_opcode(inst.opcode):
             raise module.src.error(inst.pos, f"unknown opcode '{inst.opcode}' in instruction "
                                              f"%{inst.name}: not an XLA opcode")
     ids = [S.OPCODE_IDS.get(inst.opcode, S.UNKNOWN_OPCODE) for inst in insts]
