@@ -45,3 +45,18 @@ def test_a_run_json_that_is_no_record_is_damaged(tmp_path, text):
 def test_a_directory_without_run_json_is_not_a_run(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a trained run"):
         RunRecord.read(tmp_path)
+
+
+@pytest.mark.parametrize("demo, seeds, says", [(True, 3, True), (True, 1, False),
+                                               (False, 3, False), (False, 2, True)])
+def test_the_retrain_command_names_seeds_off_its_runs_own_schedule(tmp_path, demo, seeds, says):
+    """A damaged model's message asks for the command that makes the same run: a demo run's
+    seeds are named unless they are the demo's (rerun on the sample, it trains the demo's),
+    a real run's unless they are the full schedule's."""
+    from dataclasses import replace
+
+    from models.training.run_record import RunFeatures
+    from models.training.runs import TrainConfig, on_schedule, retrain_command
+    cfg = replace(on_schedule(TrainConfig(), demo, seeds), seeds=seeds)
+    command = retrain_command(cfg, ["tile:xla"], tmp_path / "runs", RunFeatures(sample=demo))
+    assert ("--seeds" in command) == says and (f"--seeds {seeds}" in command) == says

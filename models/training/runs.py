@@ -552,7 +552,8 @@ def retrain_command(cfg: TrainConfig, collections: list[str], runs_root: Path,
             "--ranker", cfg.ranker, "--collections", *collections]
     if feature_info.data and not feature_info.sample:
         args += ["--data-dir", feature_info.data]
-    default = TrainConfig(ranker=cfg.ranker)
+    # A demo run's seeds are the demo's unless given: compare with the schedule it ran on
+    default = on_schedule(TrainConfig(ranker=cfg.ranker), cfg.demo, None)
     for name, option in (("seeds", "--seeds"), ("seed", "--seed"), ("folds", "--folds")):
         if getattr(cfg, name) != getattr(default, name):
             args += [option, str(getattr(cfg, name))]
