@@ -353,4 +353,5 @@ def test_a_failed_start_leaves_no_lock_or_state(trained_run, program, tmp_path):
     failing.write_text("import sys; sys.exit(4)\n")
     failed = _tune(trained_run, program, _command(failing), out)
     assert failed.returncode == 2 and "exited with status 4" in failed.stderr
+    assert "measurements made before it: 0" in failed.stderr and "kept in" not in failed.stderr
     assert not (out / "state").exists()

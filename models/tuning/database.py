@@ -127,13 +127,14 @@ def owned(out: Path) -> Iterator[Path]:
     state = Path(out) / STATE
     made = not state.exists()
     state.mkdir(parents=True, exist_ok=True)
-    try:
-        with _locked(out, state):
+    with _locked(out, state):
+        # Removed while this tune holds the lock: a tune refused as busy removes nothing
+        try:
             yield state
-    except BaseException:
-        if made and not _measured(state):
-            shutil.rmtree(state, ignore_errors=True)
-        raise
+        except BaseException:
+            if made and not _measured(state):
+                shutil.rmtree(state, ignore_errors=True)
+            raise
 
 
 def _measured(state: Path) -> bool:
@@ -174,7 +175,10 @@ def discard_state(state: Path) -> None:
     measurements go, the lock this tune holds stays."""
     for path in state.iterdir():
         if path.name != LOCK:
-            shutil.rmtree(path) if path.is_dir() else path.unlink()
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
 
 
 def open_state(out: Path, identity: dict) -> Path:

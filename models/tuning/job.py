@@ -79,8 +79,8 @@ def _tune_owned(model: Any, job: TuneJob, run: str, graph: dict, log) -> TuneRes
                             collection=job.collection, seed=job.seed, settings=job.settings)
     except MeasureCommandError as exc:     # what came before it is in the log already
         n = len(measure.done)
-        raise MeasureCommandError(f"{exc}; measurements made before it: {n}, kept in "
-                                  f"{state} (rerun to resume)") from None
+        kept = f", kept in {state} (rerun to resume)" if n else ""
+        raise MeasureCommandError(f"{exc}; measurements made before it: {n}{kept}") from None
     write_outputs(job, result, run, identity)
     return result
 
