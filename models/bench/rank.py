@@ -52,8 +52,8 @@ class RankSpec:
 QUICK_RANK = RankSpec(nodes=400, config_nodes=60, candidates=200, train_configs=300,
                       tile_configs=200, tile_train_graphs=3, warm_calls=2, node_values=10)
 LAYOUT, TILE = "layout:xla:random", "tile:xla"
-# what `tune` searches with by default (models/tuning/tune_graph.py, tune_collection): node learners beside the
-# rankers, the slowest scoring a round has
+# a CNN program's model in `tune` (CostModel.program_collection: its family's 'default'
+# collection): node learners beside the rankers, the slowest scoring a round has
 TUNE = "layout:xla:default"
 TUNER_HISTORY = 48    # measurements a timed tuner round's update adds to (mid-search at 100)
 
