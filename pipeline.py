@@ -85,8 +85,7 @@ def cmd_train(args) -> int:
     from models.training.run_record import RunFeatures
     from models.training.runs import RUN_SET_PARAMS, TrainConfig, on_schedule, train_run
     fcfg = FeatureConfig(**parse_overrides(FeatureConfig, args.feature))
-    cfg = TrainConfig(ranker=args.ranker, seeds=args.seeds or TrainConfig.seeds, seed=args.seed,
-                      folds=args.folds,
+    cfg = TrainConfig(ranker=args.ranker, seed=args.seed, folds=args.folds,
                       overrides=parse_overrides(RANKERS[args.ranker][0].params_cls, args.set,
                                                 RUN_SET_PARAMS),
                       allow_no_valid=args.allow_no_valid, without=tuple(args.without),
@@ -268,9 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv[0] if argv else "").parse_args(argv)
     # Ctrl-C and SIGTERM: one line and exit 130 for every command (models/cli/interrupts.py)
-    return interrupts.run(args.command, lambda: _run(args),
-                          resumes=interrupts.rerun_text(args.command, out=getattr(args, "out",
-                                                                                   None)))
+    resumes = interrupts.rerun_text(args.command, out=getattr(args, "out", None))
+    return interrupts.run(args.command, lambda: _run(args), resumes=resumes)
 
 
 def _run(args) -> int:

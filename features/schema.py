@@ -114,13 +114,6 @@ XLA_OPCODES_OUTSIDE_TABLE = frozenset({
 KNOWN_OPCODES = frozenset(OPCODE_NAMES) | XLA_OPCODES_OUTSIDE_TABLE
 # XLA prints an async-wrapped op as its own name with one of these (all-to-all-start).
 ASYNC_SUFFIXES = ("-start", "-update", "-done")
-
-
-def is_xla_opcode(name: str) -> bool:
-    """Whether XLA's parser reads `name` as an opcode: a known one, or one wrapped async."""
-    if name in KNOWN_OPCODES:
-        return True
-    return any(name.endswith(s) and name[:-len(s)] in KNOWN_OPCODES for s in ASYNC_SUFFIXES)
 UNKNOWN_OPCODE = 0
 MAX_OPCODE = len(OPCODE_NAMES)
 CONVOLUTION, DOT, RESHAPE = OPCODE_IDS["convolution"], OPCODE_IDS["dot"], OPCODE_IDS["reshape"]
@@ -158,3 +151,10 @@ def tiled_extent(size, tile: int):
     """size (a dim's length, scalar or array) rounded up to whole tiles of `tile` elements:
     TILE_MINOR for the minor-most dim, TILE_SECOND_MINOR for the next."""
     return np.ceil(size / tile) * tile
+
+
+def is_xla_opcode(name: str) -> bool:
+    """Whether XLA's parser reads `name` as an opcode: a known one, or one wrapped async."""
+    if name in KNOWN_OPCODES:
+        return True
+    return any(name.endswith(s) and name[:-len(s)] in KNOWN_OPCODES for s in ASYNC_SUFFIXES)

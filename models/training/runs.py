@@ -131,11 +131,11 @@ class TrainConfig:
 
 
 def on_schedule(cfg: TrainConfig, sample: bool, seeds: int | None) -> TrainConfig:
-    """cfg on the schedule its data calls for: DEMO's on the generated sample (its seeds unless
-    `seeds` were given), the full one on real data."""
-    if not sample:
-        return cfg
-    return replace(cfg, demo=True, seeds=DEMO.seeds if seeds is None else seeds)
+    """cfg on the schedule its data calls for: DEMO's on the generated sample, the full one on
+    real data; `seeds` (given on the command line, None: not) win over either's."""
+    if sample:
+        cfg = replace(cfg, demo=True, seeds=DEMO.seeds)
+    return cfg if seeds is None else replace(cfg, seeds=seeds)
 
 
 def schedule_line(cfg: TrainConfig) -> str:
