@@ -243,8 +243,10 @@ def _search_ranks(g: Graph) -> np.ndarray:
 
 
 # Configs of the reference a graph gets when its caller brings none: the tuner's
-# (TuneSettings.reference) and CostModel's drawn one (models/api/reference.py) alike.
+# (TuneSettings.reference), CostModel's drawn one (models/api/reference.py) and a run's fixed
+# one (FeatureConfig.reference = "drawn") alike, drawn with this seed.
 REFERENCE_CONFIGS = 200
+REFERENCE_SEED = 0
 
 
 def reference_configs(space: LayoutSpace, k: int, seed: int = 0) -> np.ndarray:
@@ -260,3 +262,29 @@ def reference_configs(space: LayoutSpace, k: int, seed: int = 0) -> np.ndarray:
         near[rows] = space.mutate(rng, near[rows])
     return np.concatenate([space.default(1), near, space.random(rng, n_random),
                            space.covering(rng)])
+
+
+def space_of(g: Graph) -> LayoutSpace:
+    """The tuner's layout space of g, widened to every group a valid config may set (the tuner
+    leaves e.g. a dot's kernel group to the compiler; candidates set it): a reference drawn
+    from it covers every section candidates can set, so its tables expect them all."""
+    searched = LayoutSpace.of_graph(g.node_feat, g.node_opcode, g.edge_index, g.node_config_ids)
+    allowed = allowed_ranks(g.node_feat, g.edge_index, g.node_config_ids).astype(np.int64)
+    widest = np.zeros_like(searched.ranks)
+    for rank in range(1, GROUP_SLOTS + 1):   # the largest rank each group may take
+        widest[(allowed >> rank) & 1 == 1] = rank
+    widest[allowed == ANY_RANK] = 0          # no operand known: no rank to draw
+    return LayoutSpace(np.where(searched.ranks > 0, searched.ranks, widest), searched.settings)
+
+
+def drawn_reference(g: Graph) -> np.ndarray:
+    """(REFERENCE_CONFIGS, nc, 18) valid layouts of g's layout space, one of them setting every
+    group (so the graph's tables cover what a search varies), a function of the graph alone:
+    random ones for a 'random' collection's model; for a 'default' one, the tuner's mix around
+    the compiler default, like the configs that model was trained on (random ones put a
+    dev-like nlp:default graph at 0.136 from 0.239)."""
+    space = space_of(g)
+    if g.collection.endswith(":default"):
+        return reference_configs(space, REFERENCE_CONFIGS, REFERENCE_SEED)
+    rng = np.random.default_rng(REFERENCE_SEED)
+    return np.concatenate([space.random(rng, REFERENCE_CONFIGS - 1), space.covering(rng)])

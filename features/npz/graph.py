@@ -8,7 +8,7 @@ from typing import NamedTuple
 import numpy as np
 
 from features.npz import read_kernels
-from features.schema import N_LAYOUT_CONFIG_FEAT, N_TILE_CONFIG_FEAT
+from features.schema import N_LAYOUT_CONFIG_FEAT, N_TILE_CONFIG_FEAT, is_tile
 
 
 class DataFormatError(ValueError):
@@ -74,6 +74,16 @@ class Graph(NamedTuple):
                                or np.any(self.config_index[at] != positions)):
             raise ValueError(f"{self.path}: configs {positions[:8]}... were not kept by the read")
         return at
+
+    def with_configs(self, configs: np.ndarray, runtime: np.ndarray | None = None) -> "Graph":
+        """This graph holding other configs (and their runtimes; zeros when unknown)."""
+        c = configs.shape[0]
+        runtime = np.zeros(c, np.int64) if runtime is None else np.asarray(runtime)
+        held = dict(config_runtime=runtime, config_index=None, row_hashes=None, config_slots=None)
+        if is_tile(self.collection):
+            return self._replace(config_feat=configs, config_runtime_normalizers=np.ones(c, np.int64),
+                                 **held)
+        return self._replace(node_config_feat=configs, **held)
 
     def slots(self) -> np.ndarray:
         """(nc, 3) read_kernels.slots_set over every config of the file."""

@@ -20,10 +20,12 @@ from features.schema import collection_kind, is_tile
 from features.rows.node_rows import NODE_ROW_COLLECTIONS, NodeRows, graph_node_rows
 from features.rows.per_config import (EXTRACTORS, LayoutReference, layout_reference,
                                       layout_static, with_stat_sample)
+from features.graph.layout_space import drawn_reference
 from features.graph.per_graph import graph_features
 from features.rows.row_selection import Rows, picked_configs, select_rows
 
 FEATURE_SETS = tuple(sorted({feature_set for _, feature_set in EXTRACTORS}))
+REFERENCES = ("file", "drawn")
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,11 @@ class FeatureConfig:
     max_valid_configs: int = 1000        # layout: like the test's 1000-config subsets
     chunk_mb: float = DEFAULT_CHUNK_MB   # node_config_feat featurized at a time
     seed: int = 0
+    # Layout: the configs a graph's within-graph statistics (z-scores, value shares, the models'
+    # scale) come from. "file": a sample of the file's own (what a Kaggle test file holds);
+    # "drawn": layout_space.drawn_reference, a function of the graph alone, so a config's row is
+    # the same whatever configs a file, a pool or a search holds (the tuner's model, issue 70)
+    reference: str = "file"
 
     def __post_init__(self):
         if self.feature_set not in FEATURE_SETS:
@@ -54,6 +61,8 @@ class FeatureConfig:
                      "max_read_configs_layout", "max_valid_configs", "seed"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 (0 = no cap), got {getattr(self, name)}")
+        if self.reference not in REFERENCES:
+            raise ValueError(f"reference must be one of {REFERENCES}, got {self.reference!r}")
         if not 0 <= self.fastest_fraction <= 1:
             raise ValueError(f"fastest_fraction must be in [0, 1], got {self.fastest_fraction}")
 
@@ -66,11 +75,22 @@ class GraphStatic(NamedTuple):
     layout: object | None
 
 
+def has_tables(g: Graph, cfg: FeatureConfig) -> bool:
+    """Whether g's rows under cfg have per-configurable-node tables, and so a reference."""
+    return not is_tile(g.collection) and cfg.feature_set == "full" and g.node_config_ids.size > 0
+
+
 def graph_static(g: Graph, cfg: FeatureConfig) -> GraphStatic:
     gv, gnames = graph_features(g, cfg.feature_set)
-    needs_tables = (not is_tile(g.collection) and cfg.feature_set == "full"
-                    and g.node_config_ids.size > 0)
-    return GraphStatic(gv, gnames, layout_static(g) if needs_tables else None)
+    return GraphStatic(gv, gnames, layout_static(g) if has_tables(g, cfg) else None)
+
+
+def fixed_reference(g: Graph, cfg: FeatureConfig) -> Graph | None:
+    """g holding the configs of its reference when cfg fixes one whatever configs g holds
+    (cfg.reference = "drawn"), else None: the rows' statistics are then the file's own."""
+    if cfg.reference == "file" or not has_tables(g, cfg):
+        return None
+    return g.with_configs(drawn_reference(g))
 
 
 def static_key(g: Graph) -> str:
@@ -154,12 +174,15 @@ def file_table(path: Path, collection: str, split: str, cfg: FeatureConfig, *,
     g = read_graph(path, collection, split, packed_dir=packed_dir,
                    max_configs=cfg.max_read_configs_layout if split == "train" else 0,
                    keep=configs_needed(collection, split, Path(path).stem, cfg) if capped else None)
-    static = graph_static(g, cfg)
-    table = graph_parts(g, cfg, static)._replace(n_configs=g.n_configs)
+    ref = fixed_reference(g, cfg)
+    static = graph_static(g if ref is None else ref, cfg)
+    reference = None if ref is None else graph_reference(ref, cfg, static)
+    table = graph_parts(g, cfg, static, reference)._replace(n_configs=g.n_configs)
     if collection not in NODE_ROW_COLLECTIONS or static.layout is None:
         return table
     return table._replace(nodes=graph_node_rows(g, table.rows.config_idx, cfg.seed,
-                                                static.layout))
+                                                static.layout,
+                                                None if reference is None else reference.table))
 
 
 def configs_needed(collection: str, split: str, graph_id: str, cfg: FeatureConfig):

@@ -45,10 +45,12 @@ from models.metrics import TILE_TOP_K, predicted_order
 from models.serving.predict import StaleRunError, check_signature, collection_models
 from models.training.run_files import first_seeds
 from models.training.run_record import RunRecord
-from models.api.graph_state import GraphState, Scorer, graph_key, with_configs
-from models.api.reference import (DRAWN, DrawnReferenceWarning, distinct, drawn, drawn_message,
+from models.api.graph_state import GraphState, Scorer, graph_key
+from models.api.reference import (DRAWN, DrawnReferenceWarning, distinct, drawn_message,
                                   shortfall, too_few_message)
 from models.api.refine import Refinement, UpdateResult
+from features.graph.layout_space import drawn_reference
+from features.rows.table import fixed_reference
 
 # A layout graph outside the TpuGraphs tree gets the random-search model: random search covers
 # the config space evenly, as an autotuner's proposals do, where the genetic 'default' search
@@ -249,7 +251,7 @@ class CostModel:
         runtimes = _runtimes(runtimes, g, name)
         _refuse_invalid(g)
         scorer, state = self._state(g, reference)
-        return scorer.update(with_configs(g, getattr(g, config_key(g.collection)), runtimes),
+        return scorer.update(g.with_configs(getattr(g, config_key(g.collection)), runtimes),
                              state)
 
     def save(self, path: str | Path) -> Path:
@@ -279,9 +281,13 @@ class CostModel:
     def _reference(self, g: Graph, reference, restore: bool = False) -> tuple[np.ndarray, str]:
         """(the configs fixing a new graph's statistics, where they came from): reference=,
         else the call's own configs, else, when those are too few (models/api/reference.py),
-        layouts drawn from the graph's space (with a warning) or, for tile, an error.
+        layouts drawn from the graph's space (with a warning) or, for tile, an error; a run
+        whose rows had a fixed reference (FeatureConfig.reference) has it for every graph.
         restore: a saved model's reference, taken as it is."""
         own = getattr(g, config_key(g.collection))
+        fixed = fixed_reference(g, self.settings)
+        if fixed is not None:    # the run's rows were set against it: it is every graph's
+            return fixed.node_config_feat, f"the run's fixed reference ({DRAWN} drawn layouts)"
         if reference is None:
             need = shortfall(g, own)
             if not need:
@@ -290,7 +296,7 @@ class CostModel:
                 raise ValueError(too_few_message(g, distinct(own), need, given=False))
             warnings.warn(drawn_message(g, distinct(own), need), DrawnReferenceWarning,
                           stacklevel=5)
-            return self._checked(g, drawn(g)), f"{DRAWN} layouts drawn from its layout space"
+            return self._checked(g, drawn_reference(g)), f"{DRAWN} layouts drawn from its layout space"
         configs = self._checked(g, reference)
         need = 0 if restore else shortfall(g, configs)
         if need:

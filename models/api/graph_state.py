@@ -31,15 +31,6 @@ MAX_PRIORS = 1_000_000   # cached config scores per graph (about 100 MB), then b
 from models.api.refine import Refinement, UpdateResult, layout_update, tile_update
 
 
-def with_configs(g: Graph, configs: np.ndarray, runtime: np.ndarray | None = None) -> Graph:
-    """g holding other configs (and their runtimes; zeros when unknown)."""
-    c = configs.shape[0]
-    runtime = np.zeros(c, np.int64) if runtime is None else np.asarray(runtime)
-    extra = {"config_runtime_normalizers": np.ones(c, np.int64)} if is_tile(g.collection) else {}
-    return g._replace(**{config_key(g.collection): configs}, config_runtime=runtime, config_index=None,
-                      row_hashes=None, config_slots=None, **extra)
-
-
 def graph_key(g: Graph) -> str:
     """The graph's identity, whatever configs it holds."""
     return static_key(g._replace(node_config_feat=None, config_feat=None, config_slots=None))
@@ -84,10 +75,10 @@ class Scorer:
         """The state of graph g with `configs` as its reference: its tables and the models' scale
         from all of them, its statistics from the sample a file's are drawn from (stat_sample),
         so that a whole test file as the reference ranks exactly as `submit` ranks it."""
-        ref = with_configs(g, configs)
+        ref = g.with_configs(configs)
         static = graph_static(ref, self.settings)
         sample = stat_sample(configs.shape[0], self.settings.seed)
-        reference = graph_reference(with_configs(g, configs[sample]), self.settings, static)
+        reference = graph_reference(g.with_configs(configs[sample]), self.settings, static)
         state = GraphState(static, reference, np.zeros(len(self.models)),
                            np.ones(len(self.models)), configs,
                            None if is_tile(g.collection) else ref.slots())
@@ -129,7 +120,7 @@ class Scorer:
                 first.setdefault(k, i)
         if first:
             new = list(first.values())
-            prior, sd = self._prior_scores(with_configs(g, g.node_config_feat[new]), state)
+            prior, sd = self._prior_scores(g.with_configs(g.node_config_feat[new]), state)
             if len(state.priors) + len(new) > MAX_PRIORS:
                 state.priors.clear()
             state.priors.update(zip(first, zip(prior.tolist(), sd.tolist())))
@@ -179,14 +170,14 @@ class Scorer:
         """Fit what the graph's measurements teach: node effects (layout) or the booster
         (tile), each over the trained model's score of the measured configs."""
         if not is_tile(g.collection):
-            prior = self.prior_of(with_configs(g, state.measured), state)[0]
+            prior = self.prior_of(g.with_configs(state.measured), state)[0]
             if state.kinds is None:
                 state.kinds = node_kinds(g.node_feat, g.node_opcode, g.edge_index,
                                          g.node_config_ids)
             state.effects, result = layout_update(state.measured, prior, state.runtimes,
                                                   kinds=state.kinds)
             return replace(result, measurements=int(state.runtimes.size))
-        data = self.rows(with_configs(g, state.measured), state)
+        data = self.rows(g.with_configs(state.measured), state)
         prior = self.prior(data, state).mean(axis=0)
         state.refinement, result = tile_update(data.X, prior, state.runtimes[data.config_idx])
         return replace(result, measurements=int(state.runtimes.size))

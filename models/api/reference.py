@@ -15,13 +15,13 @@ import numpy as np
 
 from features import Graph
 from features.schema import is_tile
-from features.graph.layout_space import (ANY_RANK, GROUP_SLOTS, PERM_COUNT, REFERENCE_CONFIGS,
-                                         LayoutSpace, allowed_ranks, reference_configs)
+from features.graph.layout_space import (PERM_COUNT, REFERENCE_CONFIGS, REFERENCE_SEED,
+                                         LayoutSpace, space_of)
 
 MIN_LAYOUT = 20      # distinct configs a layout reference needs (fewer if the space has fewer)
 MIN_TILE = 2         # a tile graph's candidates may be all it has: two at least, for a scale
 DRAWN = REFERENCE_CONFIGS   # configs of a drawn reference, as many as the tuner's
-SEED = 0
+SEED = REFERENCE_SEED
 
 
 class DrawnReferenceWarning(UserWarning):
@@ -43,19 +43,6 @@ def shortfall(g: Graph, configs: np.ndarray) -> int:
     return need if n < need else 0
 
 
-def space_of(g: Graph) -> LayoutSpace:
-    """The tuner's layout space of g, widened to every group a valid config may set (the tuner
-    leaves e.g. a dot's kernel group to the compiler; candidates set it): a reference drawn
-    from it covers every section candidates can set, so its tables expect them all."""
-    searched = LayoutSpace.of_graph(g.node_feat, g.node_opcode, g.edge_index, g.node_config_ids)
-    allowed = allowed_ranks(g.node_feat, g.edge_index, g.node_config_ids).astype(np.int64)
-    widest = np.zeros_like(searched.ranks)
-    for rank in range(1, GROUP_SLOTS + 1):   # the largest rank each group may take
-        widest[(allowed >> rank) & 1 == 1] = rank
-    widest[allowed == ANY_RANK] = 0          # no operand known: no rank to draw
-    return LayoutSpace(np.where(searched.ranks > 0, searched.ranks, widest), searched.settings)
-
-
 def _space_size(space: LayoutSpace, cap: int) -> int:
     """Distinct configs of the space (each searched group unset or a permutation), up to cap."""
     size = 1
@@ -64,18 +51,6 @@ def _space_size(space: LayoutSpace, cap: int) -> int:
         if size >= cap:
             return cap
     return size
-
-
-def drawn(g: Graph) -> np.ndarray:
-    """(DRAWN, nc, 18) valid layouts of g's layout space, one of them setting every group (so
-    the graph's tables cover what a search varies): random ones for a 'random' collection's
-    model; for a 'default' one, the tuner's mix around the compiler default, the configs that
-    model was trained on (random ones put a dev-like nlp:default graph at 0.136 from 0.239)."""
-    space = space_of(g)
-    if g.collection.endswith(":default"):
-        return reference_configs(space, DRAWN, SEED)
-    rng = np.random.default_rng(SEED)
-    return np.concatenate([space.random(rng, DRAWN - 1), space.covering(rng)])
 
 
 def drawn_message(g: Graph, n: int, need: int) -> str:

@@ -28,7 +28,6 @@ import numpy as np
 import features
 from features.schema import is_tile
 from models.api.candidates import config_key, graph_arrays, read_candidates
-from models.api.graph_state import with_configs
 from features.npz.find import list_npz
 from features.npz.read import read_graph
 from features.rows.row_selection import target_runtime
@@ -160,7 +159,7 @@ def distinct_pool(g, runtime: np.ndarray):
     which = np.array([first.setdefault(k, len(first)) for k in config_keys(configs)])
     keep = np.unique(which, return_index=True)[1]
     mean = np.bincount(which, runtime) / np.bincount(which)
-    return with_configs(g, configs[keep]), mean
+    return g.with_configs(configs[keep]), mean
 
 
 def seed_models(model: CostModel, collection: str, i: int) -> CostModel:
