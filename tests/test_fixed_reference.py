@@ -1,0 +1,77 @@
+"""A run trained with FeatureConfig.reference = "drawn": a config's score depends on the graph and
+the config alone, whatever configs a file, a pool or a caller's reference= holds."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import pipeline
+from features import FeatureConfig
+from features.npz.find import list_npz
+from features.schema import GRAPH_KEYS
+from models.api import CostModel
+
+from tests.conftest import QUICK_LGBM
+
+COLLECTION = "layout:xla:default"
+
+
+@pytest.fixture(scope="module")
+def drawn_run(tiny_root, tmp_path_factory):
+    """A one-seed run of one layout collection whose rows were set against drawn references."""
+    cache = tmp_path_factory.mktemp("drawn")
+    args = ["--data-dir", str(tiny_root), "--cache-dir", str(cache), "--workers", "1",
+            "--collections", COLLECTION, "--feature", "reference=drawn"]
+    assert pipeline.main(["train", "--ranker", "lambdarank", "--seeds", "1", *args,
+                          *QUICK_LGBM]) == 0
+    run, = (cache / "runs").glob("lambdarank-*")
+    return run
+
+
+@pytest.fixture(scope="module")
+def graph(tiny_npz):
+    """A valid file of the collection: its graph arrays and its configs."""
+    with np.load(list_npz(tiny_npz, COLLECTION, "valid")[0]) as z:
+        return {k: z[k] for k in GRAPH_KEYS}, z["node_config_feat"]
+
+
+def _scores(run, graph, reference, candidates):
+    arrays, _ = graph
+    return CostModel.load(run).rank(**arrays, node_config_feat=candidates, reference=reference,
+                                    collection=COLLECTION).scores
+
+
+@pytest.mark.slow
+def test_a_drawn_reference_run_scores_a_config_the_same_whatever_reference_is_passed(
+        drawn_run, graph):
+    _, configs = graph
+    half = len(configs) // 2
+    candidates = configs[:10]
+    first = _scores(drawn_run, graph, configs[:half], candidates)
+    second = _scores(drawn_run, graph, configs[half:], candidates)
+    np.testing.assert_array_equal(first, second)
+    assert np.unique(first).size > 1
+
+
+@pytest.mark.slow
+def test_a_file_reference_run_does_not(trained_run, graph):
+    """The contrast that makes the test above able to fail: the file-reference run's scores
+    move with its reference."""
+    _, configs = graph
+    half = len(configs) // 2
+    candidates = configs[:10]
+    assert not np.array_equal(_scores(trained_run, graph, configs[:half], candidates),
+                              _scores(trained_run, graph, configs[half:], candidates))
+
+
+@pytest.mark.slow
+def test_the_setting_is_recorded_with_the_run(drawn_run):
+    record = json.loads((drawn_run / "run.json").read_text())
+    assert record["features"]["settings"]["reference"] == "drawn"
+
+
+def test_an_unknown_reference_is_refused_naming_the_known_ones():
+    with pytest.raises(ValueError, match=r"reference must be one of \('file', 'drawn'\)"):
+        FeatureConfig(reference="pool")
