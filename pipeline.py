@@ -239,10 +239,26 @@ def cmd_tune(args) -> int:
     return 0
 
 
+def cmd_live_search(args) -> int:
+    """Search dev graphs live against a stand-in hardware (a model, NOT a TPU)."""
+    from models.evaluation.live_search import inputs, search_all, write_result
+    from models.reporting.live_search_table import format_table
+    if args.out:
+        check_file(args.out)   # before the searches' minutes, not after
+    model, root = inputs(args)
+    result = search_all(args, model, root)
+    print(format_table(result))
+    if args.out:
+        write_result(args.out, result)
+        print(f"wrote {args.out}")
+    return 0
+
+
 # command -> what runs it (its options: models/cli/options.py)
 COMMANDS = {"build-features": cmd_build_features, "train": cmd_train, "submit": cmd_submit,
             "rank": cmd_rank, "encode": cmd_encode, "report": cmd_report, "compare": cmd_compare,
-            "tune-sim": cmd_tune_sim, "tune": cmd_tune, "bench": cmd_bench}
+            "tune-sim": cmd_tune_sim, "tune": cmd_tune, "live-search": cmd_live_search,
+            "bench": cmd_bench}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -23,7 +23,6 @@ from models.evaluation.hardware import Hardware, quirk_sum
 from models.evaluation.hardware import main as hardware_main
 from models.evaluation.live_search import genetic_best
 from models.tuning.tuner import TuneSettings
-from models.evaluation.live_search import main as live_search_main
 from models.evaluation.tune_sim import (NEAR_STEPS, SimSettings, _picks, distinct_pool,
                                         near_best, random_best, simulate)
 from features.schema import GRAPH_KEYS
@@ -518,8 +517,8 @@ def test_a_live_search_refuses_an_unwritable_out_before_searching(tmp_path, caps
     here do not exist: reaching them would be another error)."""
     (tmp_path / "file").write_text("x")
     out = tmp_path / "file" / "r.json"
-    code = live_search_main(["--run", str(tmp_path / "no-run"), "--hardware", str(tmp_path),
-                             "--data-dir", str(tmp_path), "--out", str(out)])
+    code = pipeline.main(["live-search", "--run", str(tmp_path / "no-run"), "--hardware",
+                          str(tmp_path), "--data-dir", str(tmp_path), "--out", str(out)])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert f"cannot write {out}" in err and "is a file" in err
@@ -531,11 +530,11 @@ def test_a_live_search_names_a_missing_input_in_one_line(what, trained_run, tmp_
     and exit 2, before any search (a stale run is refused the same way, by CostModel.load)."""
     given = {"run": trained_run, "hardware": trained_run, "data": trained_run.parent}
     given[what] = tmp_path / "nothing"
-    code = live_search_main(["--run", str(given["run"]), "--hardware", str(given["hardware"]),
-                             "--data-dir", str(given["data"])])
+    code = pipeline.main(["live-search", "--run", str(given["run"]), "--hardware",
+                          str(given["hardware"]), "--data-dir", str(given["data"])])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1
-    assert err.startswith("live_search: ") and str(tmp_path / "nothing") in err
+    assert err.startswith("error: ") and str(tmp_path / "nothing") in err
 
 
 @pytest.mark.slow
@@ -615,13 +614,13 @@ def test_the_live_searchs_model_kendall_is_the_models_order_of_the_files_configs
 def test_a_live_search_whose_fold_rows_cannot_be_built_ends_in_one_line(trained_run, tiny_npz,
                                                                         tmp_path, capsys):
     """--folds builds the train graphs' rows under --cache-dir: a cache directory under a file
-    is one line naming it and exit 1, nothing written, no traceback."""
+    is one line naming it and exit 2, nothing written, no traceback."""
     (tmp_path / "file").write_text("x")
     out = tmp_path / "r.json"
-    code = live_search_main(["--run", str(trained_run), "--hardware", str(trained_run),
-                             "--data-dir", str(tiny_npz), "--folds", "2", "--cache-dir",
-                             str(tmp_path / "file" / "cache"), "--budget", "3",
-                             "--seeds", "0", "--out", str(out)])
+    code = pipeline.main(["live-search", "--run", str(trained_run), "--hardware",
+                          str(trained_run), "--data-dir", str(tiny_npz), "--folds", "2",
+                          "--cache-dir", str(tmp_path / "file" / "cache"), "--budget", "3",
+                          "--seeds", "0", "--out", str(out)])
     err = capsys.readouterr().err
-    assert code == 1 and len(err.strip().splitlines()) == 1 and not out.exists()
-    assert err.startswith("live_search: ") and str(tmp_path / "file") in err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and not out.exists()
+    assert err.startswith("error: ") and str(tmp_path / "file") in err

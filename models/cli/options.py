@@ -227,6 +227,41 @@ def tune_sim_options(p) -> None:
                         "(default: %(default)s)")
 
 
+def live_search_options(p) -> None:
+    from models.evaluation.live_search import COLLECTIONS as SEARCHED, SEARCHES
+
+    p.add_argument("--run", type=Path, required=True, metavar="DIR",
+                   help="the tuner's trained run (no default: required)")
+    p.add_argument("--hardware", type=Path, required=True, metavar="DIR",
+                   help="the stand-in's run (models/evaluation/hardware.py: trained on train + "
+                        "valid; a model, NOT a TPU) (no default: required)")
+    p.add_argument("--data-dir", required=True, metavar="DIR",
+                   help="the dev TpuGraphs tree (no default: required)")
+    p.add_argument("--collections", nargs="+", choices=SEARCHED, default=list(SEARCHED),
+                   metavar="COLLECTION", help=f"one or more of {', '.join(SEARCHED)} "
+                                              f"(default: both)")
+    p.add_argument("--budget", type=at_least(1), default=100, metavar="N",
+                   help="measurements per search (default: %(default)s)")
+    p.add_argument("--at", type=at_least(1), nargs="+", default=[20, 50], metavar="N",
+                   help="smaller budgets reported too: the best of the first N measurements "
+                        "(default: 20 50)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], metavar="N",
+                   help="search seeds (default: 0 1 2)")
+    p.add_argument("--searches", nargs="+", choices=SEARCHES, default=list(SEARCHES),
+                   metavar="SEARCH", help=f"one or more of {', '.join(SEARCHES)} (default: all)")
+    p.add_argument("--model-seeds", type=at_least(1), metavar="N",
+                   help="the run's first N seed models only (default: all)")
+    p.add_argument("--folds", type=folds, default=0, metavar="K",
+                   help="search the train graphs, each with the run's models fit without its "
+                        "family over K folds (default: 0 = the valid graphs, the run's models)")
+    p.add_argument("--max-graphs", type=at_least(0), default=0, metavar="N",
+                   help="graphs per model family (default: 0 = all)")
+    p.add_argument("--quirks", type=float, default=0.0, metavar="SD",
+                   help="the stand-in's per (node, group, layout) log-runtime sd (default: 0)")
+    p.add_argument("--out", type=Path, metavar="FILE.json",
+                   help="write the result as JSON (default: printed only)")
+
+
 def tune_options(p) -> None:
     p.add_argument("program", type=Path, metavar="PROGRAM",
                    help="a layout npz graph file, or a program's HLO text (any other file)")
@@ -304,6 +339,8 @@ OPTION_GROUPS = {
     "tune-sim": (cache_option(f"{RUNS_FOUND}; the sample is made here when no data is found"),
                  data_dir_option, tune_sim_options),
     "tune": (cache_option(RUNS_FOUND), tune_options),
+    "live-search": (cache_option("with --folds: where the train graphs' feature rows are built"),
+                    live_search_options),
     "bench": (cache_option("where bench keeps its generated inputs, their feature rows and "
                            "bench.json (bench/)"),
               worker_options, bench_options),

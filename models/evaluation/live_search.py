@@ -25,14 +25,12 @@ file configs before any measurement (how well it knows the graph); and the learn
 check: Kendall tau of the frozen and the updated model's scores against the stand-in's runtimes
 of unmeasured configs a few mutations from the updated search's ten best (where it goes next).
 
-    python -m models.evaluation.live_search --run RUN --hardware HW_RUN \
+    python pipeline.py live-search --run RUN --hardware HW_RUN \
         --data-dir ../shared/tpugraphs_dev --budget 100 --seeds 0 1 2 --out FILE.json
 """
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
 import warnings
 import zlib
@@ -42,15 +40,13 @@ from pathlib import Path
 import numpy as np
 
 from features.npz.find import list_npz, resolve_npz_root
-from features.cache.store import CacheError, StorageError, write_atomically
+from features.cache.store import write_atomically
 from features.graph.layout_space import LayoutSpace, config_keys
-from features.outputs import OutputPathError, check_file
-from models.api import CostModel, MissingModelError, StaleRunError
-from models.cli.options import at_least, folds
+from models.api import CostModel, MissingModelError
 from models.evaluation.hardware import Hardware
 from models.evaluation.tune_sim import fold_train_entries
 from models.metrics import kendall_tau_b
-from models.reporting.live_search_table import format_table, geomean
+from models.reporting.live_search_table import geomean
 from models.training.family_split import graph_family
 from models.training.fold_models import fold_models
 from models.tuning.tune_graph import search_reference, tune_graph
@@ -254,7 +250,7 @@ def searched(args, model: CostModel, root: Path, collection: str) -> list[tuple[
     return kept
 
 
-def run(args, model: CostModel, root: Path) -> dict:
+def search_all(args, model: CostModel, root: Path) -> dict:
     settings = TuneSettings()
     result = {"stand_in": "a cost model fitted on every dev graph, the valid ones included, with "
                           "1% noise: NOT a TPU; the search works, not how well on hardware",
@@ -274,58 +270,6 @@ def run(args, model: CostModel, root: Path) -> dict:
     return result
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m models.evaluation.live_search",
-                                description=__doc__.splitlines()[0])
-    p.add_argument("--run", type=Path, required=True, help="the tuner's trained run")
-    p.add_argument("--hardware", type=Path, required=True,
-                   help="the stand-in's run (hardware.py: trained on train + valid)")
-    p.add_argument("--data-dir", required=True, help="the dev TpuGraphs tree")
-    p.add_argument("--collections", nargs="+", choices=COLLECTIONS, default=list(COLLECTIONS))
-    p.add_argument("--budget", type=at_least(1), default=100)
-    p.add_argument("--at", type=at_least(1), nargs="+", default=[20, 50],
-                   help="smaller budgets reported too: the best of the first N measurements")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--searches", nargs="+", choices=SEARCHES, default=list(SEARCHES))
-    p.add_argument("--model-seeds", type=int, help="the run's first N seed models only")
-    p.add_argument("--folds", type=folds, default=0,
-                   help="search the train graphs, each with the run's models fit without its "
-                        "family over this many folds (0: the valid graphs, the run's models)")
-    p.add_argument("--cache-dir", type=Path, default=Path("data_cache"),
-                   help="with --folds: where the train graphs' feature rows are built")
-    p.add_argument("--max-graphs", type=at_least(0), default=0, help="per model family (0: all)")
-    p.add_argument("--quirks", type=float, default=0.0,
-                   help="the stand-in's per (node, group, layout) log-runtime sd (hardware.py)")
-    p.add_argument("--out", type=Path, help="write the result as JSON")
-    args = p.parse_args(argv)
-    try:   # before the searches' minutes, not after
-        if args.out:
-            check_file(args.out)
-        model, root = inputs(args)
-    except (OutputPathError, StaleRunError, CacheError, OSError, ValueError) as exc:
-        # ValueError: CostModel.load's own refusals (seeds=, MissingModelError)
-        print(f"live_search: {exc}", file=sys.stderr)
-        return 2
-    try:
-        result = run(args, model, root)
-    except KeyboardInterrupt:
-        print("live_search: interrupted; nothing written", file=sys.stderr)
-        return 130
-    except (OSError, CacheError, StorageError, ValueError) as exc:
-        # --folds: the train graphs' rows or the fold models could not be built (an
-        # unwritable --cache-dir, a full disk, train graphs of one family)
-        print(f"live_search: {exc}; nothing written", file=sys.stderr)
-        return 1
-    print(format_table(result))
-    if args.out:
-        try:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(args.out, lambda tmp: tmp.write_text(json.dumps(result, indent=1)))
-        except (OSError, StorageError) as exc:
-            print(f"live_search: cannot write {args.out}: {exc}", file=sys.stderr)
-            return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def write_result(path: Path, result: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, lambda tmp: tmp.write_text(json.dumps(result, indent=1)))
