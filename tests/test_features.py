@@ -8,8 +8,10 @@ import features
 from features import COLLECTIONS, FeatureConfig, load_or_build
 from features.npz.find import list_npz
 from features.npz.read import read_graph
+from features.rows import extractors
+from features.rows.extractors import extractor
 from features.rows.row_selection import select_rows, target_runtime
-from features.rows.table import graph_table
+from features.rows.table import graph_parts, graph_table
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +36,35 @@ def test_feature_sets_have_consistent_structure(tiny_npz, cache, collection, fea
             for g, f in enumerate(files):   # every test config is a row, none merged
                 n = read_graph(f, collection, split).n_configs
                 assert fs.config_idx[fs.ptr[g]:fs.ptr[g + 1]].tolist() == list(range(n))
+
+
+def test_an_extractor_registered_in_a_test_makes_rows_through_graph_table(tiny_npz,
+                                                                           monkeypatch):
+    """One registration is a new feature set: FeatureConfig accepts it and a layout graph's
+    rows are the graph's columns and the extractor's; a kind it has none for is an error."""
+    monkeypatch.setattr(extractors, "EXTRACTORS", dict(extractors.EXTRACTORS))
+
+    @extractor("layout", "seven")
+    def seven(g, rows, *, chunk, seed=0):
+        return np.full((rows.size, 1), 7.0, np.float32), ["cfg.seven"]
+
+    collection = "layout:xla:default"
+    g = read_graph(list_npz(tiny_npz, collection, "valid")[0], collection, "valid")
+    X, columns, rows = graph_table(g, FeatureConfig(feature_set="seven", max_valid_configs=30))
+    basic = graph_parts(g, FeatureConfig(feature_set="basic", max_valid_configs=30))
+    n_graph = basic.graph.size
+    assert columns == basic.columns[:n_graph] + ["cfg.seven"]
+    assert X.shape == (basic.rows.config_idx.size, n_graph + 1) and (X[:, -1] == 7).all()
+    np.testing.assert_array_equal(X[:, :n_graph], basic.X[:, :n_graph])
+    np.testing.assert_array_equal(rows.config_idx, basic.rows.config_idx)
+    tile = read_graph(list_npz(tiny_npz, "tile:xla", "valid")[0], "tile:xla", "valid")
+    with pytest.raises(ValueError, match="no tile extractor for feature_set 'seven'"):
+        graph_table(tile, FeatureConfig(feature_set="seven"))
+    with pytest.raises(ValueError, match="registered already"):
+        extractor("layout", "seven")(seven)
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match=r"feature_set must be one of \('basic', 'full'\)"):
+        FeatureConfig(feature_set="seven")
 
 
 def test_full_has_more_than_basic(tiny_npz, cache):

@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from features.graph import roles as R
 from features.rows import row_kernels as K
+from features.rows.extractors import extractor
 from features.npz.graph import Graph
 from features.graph.per_graph import element_bytes, ranks, signed_log
 from features.schema import (CONVOLUTION, DOT, IS_ROOT, LAYOUT, N_LAYOUT_CONFIG_FEAT, OPCODE_IDS,
@@ -336,6 +337,7 @@ def layout_reference(g: Graph, static: LayoutStatic, chunk: int) -> LayoutRefere
     return LayoutReference(table, *_z_stats(values, layout_names(), g.collection))
 
 
+@extractor("layout", "full")
 def layout_full(g: Graph, rows: np.ndarray, *, chunk: int, seed: int = 0, static=None,
                 reference: LayoutReference | None = None) -> tuple[np.ndarray, list[str]]:
     """(r, ~600) float32 for the selected configs, computed chunk by chunk; z-scores and value
@@ -417,6 +419,7 @@ def within_graph_z(values: np.ndarray, stats: tuple[np.ndarray, np.ndarray], nam
             names + ["z." + names[i] for i in cols])
 
 
+@extractor("layout", "basic")
 def layout_basic(g: Graph, rows: np.ndarray, *, chunk: int, seed: int = 0) -> tuple[np.ndarray, list[str]]:
     """Reference features: mean of each raw slot over nodes, share of all-default sections."""
     names = [f"cfg.slot_mean_{i}" for i in range(N_LAYOUT_CONFIG_FEAT)]
@@ -458,6 +461,7 @@ def _dominant_op(g: Graph) -> int:
     return 3
 
 
+@extractor("tile", "full")
 def tile_full(g: Graph, rows: np.ndarray, *, chunk: int = 0, seed: int = 0) -> tuple[np.ndarray, list[str]]:
     """Tile counts, 8x128 padding waste and tile bytes of each config against the output."""
     cf = g.config_feat[rows].astype(np.float64)
@@ -499,10 +503,8 @@ def tile_full(g: Graph, rows: np.ndarray, *, chunk: int = 0, seed: int = 0) -> t
     return np.hstack(vals).astype(np.float32), names
 
 
+@extractor("tile", "basic")
 def tile_basic(g: Graph, rows: np.ndarray, *, chunk: int = 0, seed: int = 0) -> tuple[np.ndarray, list[str]]:
     """Reference features: the 24 raw config values."""
     return g.config_feat[rows].astype(np.float32), [f"cfg.raw_{i}" for i in range(24)]
 
-
-EXTRACTORS = {("tile", "basic"): tile_basic, ("tile", "full"): tile_full,
-              ("layout", "basic"): layout_basic, ("layout", "full"): layout_full}

@@ -18,13 +18,13 @@ from features.npz.graph import DEFAULT_CHUNK_MB, Graph
 from features.npz.read import read_graph
 from features.schema import collection_kind, is_tile
 from features.rows.node_rows import NODE_ROW_COLLECTIONS, NodeRows, graph_node_rows
-from features.rows.per_config import (EXTRACTORS, LayoutReference, layout_reference,
-                                      layout_static, with_stat_sample)
+from features.rows.extractors import extractor_of, feature_sets
+from features.rows.per_config import (LayoutReference, layout_reference, layout_static,
+                                      with_stat_sample)
 from features.graph.layout_space import drawn_reference
 from features.graph.per_graph import graph_features
 from features.rows.row_selection import Rows, picked_configs, select_rows
 
-FEATURE_SETS = tuple(sorted({feature_set for _, feature_set in EXTRACTORS}))
 REFERENCES = ("file", "drawn")
 
 
@@ -53,8 +53,9 @@ class FeatureConfig:
     reference: str = "file"
 
     def __post_init__(self):
-        if self.feature_set not in FEATURE_SETS:
-            raise ValueError(f"feature_set must be one of {FEATURE_SETS}, got {self.feature_set!r}")
+        if self.feature_set not in feature_sets():
+            raise ValueError(f"feature_set must be one of {feature_sets()}, "
+                             f"got {self.feature_set!r}")
         if not self.chunk_mb > 0:
             raise ValueError(f"chunk_mb must be positive, got {self.chunk_mb}")
         for name in ("max_train_configs_tile", "max_train_configs_layout",
@@ -150,7 +151,7 @@ def graph_parts(g: Graph, cfg: FeatureConfig, static: GraphStatic | None = None,
         static = graph_static(g, cfg)
     kind = collection_kind(g.collection)
     extra = {} if static.layout is None else {"static": static.layout, "reference": reference}
-    cv, cnames = EXTRACTORS[(kind, cfg.feature_set)](g, rows.config_idx, chunk=chunk,
+    cv, cnames = extractor_of(kind, cfg.feature_set)(g, rows.config_idx, chunk=chunk,
                                                      seed=cfg.seed, **extra)
     return GraphTable(np.asarray(static.values, np.float32), np.asarray(cv, np.float32),
                       static.names + cnames, rows)

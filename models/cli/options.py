@@ -10,7 +10,7 @@ from pathlib import Path
 
 from features import COLLECTIONS, SPLITS, FeatureConfig
 from features.rows.feature_set import FEATURE_FAMILIES
-from features.rows.table import FEATURE_SETS
+from features.rows.table import feature_sets
 from features.schema import is_tile
 from models.cli.cluster import CONNECT_TIMEOUT_S
 from models.overrides import describe
@@ -108,7 +108,7 @@ def feature_options(p) -> None:
                    help="a FeatureConfig setting of the feature rows (repeatable; default: "
                         "none changed); seed= picks which configs a graph's row caps and its "
                         "statistics sample keep (the models' seed is train --seed). Keys: "
-                        + describe(FeatureConfig, choices={"feature_set": FEATURE_SETS}))
+                        + describe(FeatureConfig, choices={"feature_set": feature_sets()}))
 
 
 def build_options(p) -> None:

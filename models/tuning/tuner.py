@@ -1,5 +1,6 @@
-"""The measure / learn / search loop of a tuner: from the compiler default, rounds of evolution
-screened by the model, a batch measured, the model taught; at the end the best few measured again.
+"""The measure / learn / search loop of a tuner: from the compiler default, rounds of candidates
+proposed by a search strategy (strategies/: evolution by default) and scored by the model, a batch
+measured, the model taught; at the end the best few measured again.
 
 The model is any object with `score(configs) -> (scores, spread)` (higher = predicted faster,
 spread = how unsure) and `learn(configs, runtimes)`: `Bound` makes one of a CostModel (or
@@ -22,10 +23,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from models.tuning.sampler import LayoutSampler
 from features.graph.layout_space import (REFERENCE_CONFIGS, LayoutSpace, SpaceSettings,
                                          config_keys)
-from models.tuning.search import Archive, SearchSettings, evolve
+from models.tuning.search import Archive, SearchSettings
+from models.tuning.strategies import check_strategy, make_strategy
 
 
 MIN_NOISE = 0.005    # sd of log runtime assumed at least, whatever the repeats say
@@ -48,8 +49,12 @@ class TuneSettings:
                               # standard errors, raised for the configs it was chosen among
     reference: int = REFERENCE_CONFIGS   # configs fixing the graph's statistics (rank reference)
     elite: int = 8            # best measured configs among each round's starting population
+    strategy: str = "evolutionary"   # what proposes each round's candidates (strategies/)
     search: SearchSettings = field(default_factory=SearchSettings)
     space: SpaceSettings = field(default_factory=SpaceSettings)
+
+    def __post_init__(self):
+        check_strategy(self.strategy)
 
 
 @dataclass
@@ -125,10 +130,10 @@ def tune(measure: Callable, space: LayoutSpace, model: Any, budget: int, *, seed
     default = space.default(1)
     model.learn(default, ledger.measure(default))
     reserve, carry, rounds = _reserve(budget, settings), default[:0], 0
-    sampler = LayoutSampler(space, settings.search.start_set)
+    strategy = make_strategy(settings.strategy, space, settings.search)
     while ledger.left > reserve:
         starts = np.concatenate([_elite(ledger, settings.elite), carry])
-        archive = evolve(space, model.score, starts, rng, settings.search, sampler)
+        archive = strategy.propose(starts, model.score, rng)
         picks = _choose(archive, ledger, min(settings.batch, ledger.left - reserve), settings,
                         rng)
         if not picks.size:
