@@ -210,6 +210,22 @@ def test_the_outputs_say_what_was_found_and_how(trained_run, program, measure_sc
 
 
 @pytest.mark.slow
+def test_the_random_strategy_is_chosen_on_the_command_line_and_recorded(
+        trained_run, program, measure_script, tmp_path):
+    """--strategy random searches within the budget and says so in best.json; a rerun into the
+    same state with the evolutionary one is refused (its measurements are another search's)."""
+    out, env = tmp_path / "out", {"CALLS": str(tmp_path / "calls")}
+    done = _tune(trained_run, program, _command(measure_script), out, budget=15, env=env,
+                 extra=["--strategy", "random"])
+    assert done.returncode == 0, done.stderr
+    record = json.loads((out / "best.json").read_text())
+    assert record["made_by"]["settings"]["strategy"] == "random"
+    assert record["measurements"] <= 15
+    again = _tune(trained_run, program, _command(measure_script), out, budget=15, env=env)
+    assert again.returncode == 2 and "settings" in again.stderr
+
+
+@pytest.mark.slow
 def test_a_bad_measure_command_is_one_clear_line(trained_run, program, measure_script,
                                                  tmp_path):
     """The first measurement (the default) goes through; then the command fails the first

@@ -288,6 +288,12 @@ def tune_options(p) -> None:
     p.add_argument("--model-seeds", type=at_least(1), metavar="N",
                    help="score with the run's first N seed models only: faster rounds "
                         "(default: all)")
+    from models.tuning.strategies import STRATEGIES
+    from models.tuning.tuner import TuneSettings
+    p.add_argument("--strategy", choices=sorted(STRATEGIES), default=TuneSettings.strategy,
+                   help="what proposes each round's candidates for the model to score: "
+                        "evolutionary (mutations and crossover of the best measured) or random "
+                        "(valid random layouts) (default: %(default)s)")
     p.add_argument("--restart", action="store_true",
                    help="discard the state an earlier search left in --out (its measurements) "
                         "and start a new one, e.g. with another --measure command (default: "
