@@ -136,12 +136,13 @@ def cmd_submit(args) -> int:
 def cmd_rank(args) -> int:
     """Rank the configs of one npz file (config_runtime optional), or of a program's HLO text
     (--configs), with a trained run."""
-    from models.api import CostModel, format_ranking
+    from models.api import CostModel, rank_file
+    from models.cli.ranking_text import format_ranking
     from models.training.run_files import latest_run
     run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
     with recorded_warnings() as caught:   # said as lines, not as tracebacks
         model = CostModel.load(run_dir)
-        ranking = model.rank_file(args.file, collection=args.collection, configs=args.configs)
+        ranking = rank_file(model, args.file, collection=args.collection, configs=args.configs)
     # stderr, so that stdout stays the ranking (--json parses as is)
     print(f"ranked by the {ranking.collection} model of {model.description}", file=sys.stderr)
     warning_lines(caught)

@@ -17,7 +17,8 @@ from features.npz.find import list_npz
 from models.sample.generate import write_npz
 from features.schema import GRAPH_KEYS, SHAPE_DIMS
 from models.api import (CostModel, DataFormatError, FamilyMismatchWarning, InvalidLayoutError,
-                        MissingModelError, SampleTrainedWarning, StaleRunError)
+                        MissingModelError, SampleTrainedWarning, StaleRunError, TrainedRun,
+                        rank_file)
 
 
 def _arrays(path: Path) -> dict:
@@ -100,8 +101,8 @@ def test_rank_file_and_the_command_refuse_a_file_with_an_invalid_config(
     path = tmp_path / "proposals.npz"
     write_npz(path, {**graph, "node_config_feat": bad})
     with pytest.raises(InvalidLayoutError, match=rf"^{re.escape(str(path))}: .*candidate 4, "):
-        model.rank_file(path, collection="layout:xla:random")
-    ranking = model.rank_file(path, collection="layout:xla:random", invalid="score")
+        rank_file(model, path, collection="layout:xla:random")
+    ranking = rank_file(model, path, collection="layout:xla:random", invalid="score")
     assert ranking.order[-1] == 4 and np.isneginf(ranking.scores[4])
     cache, _ = trained
     code = pipeline.main(["rank", str(path), "--run", str(trained_run), "--cache-dir", str(cache),
@@ -120,7 +121,7 @@ def test_real_dev_files_rank_unchanged_by_the_check(model, dev_npz):
         path = min(list_npz(dev_npz, collection, "valid"), key=lambda f: f.stat().st_size)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            ranking = model.rank_file(path)
+            ranking = rank_file(model, path)
         assert ranking.collection == collection and np.all(np.isfinite(ranking.scores))
         assert sorted(ranking.order) == list(range(io.count_configs(path)))
 
@@ -140,7 +141,7 @@ def test_load_names_the_run_and_its_data_and_warns_when_that_was_the_sample(trai
     data = json.loads((trained_run / "run.json").read_text())["features"]["data"]
     with pytest.warns(SampleTrainedWarning, match="trained on the generated sample"):
         sample = CostModel.load(trained_run)     # the tiny tree is a generated sample
-    assert sample.trained_on == data and sample.trained_on_sample
+    assert sample.trained.trained_on == data and sample.trained.trained_on_sample
     assert sample.description == f"run {trained_run}, trained on {data} (the generated sample)"
     flagged = _run_copy(trained_run, tmp_path / "a", data="/elsewhere/npz", sample=True)
     with pytest.warns(SampleTrainedWarning, match=re.escape(str(flagged))):
@@ -178,19 +179,19 @@ def test_a_graph_of_the_other_family_warns(model, tiny_npz, xla_graph, tmp_path)
     outside = tmp_path / nlp_file.name       # outside the tree: the collection is a guess
     shutil.copy(nlp_file, outside)
     with pytest.warns(FamilyMismatchWarning):
-        model.rank_file(outside)
+        rank_file(model, outside)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model.rank(**nlp_graph, node_config_feat=nlp["node_config_feat"],
                    collection="layout:nlp:random")
-        model.rank_file(nlp_file)             # in the tree: its own collection, no guess
+        rank_file(model, nlp_file)             # in the tree: its own collection, no guess
 
 
 def test_a_collection_the_run_lacks_is_a_missing_model_error(model, xla_graph, trained,
                                                              trained_run, tmp_path, capsys):
     graph, ncf = xla_graph
-    tile_only = CostModel({"tile:xla": model.models["tile:xla"]}, model.settings,
-                          source="tile-run")
+    tile_only = CostModel(TrainedRun({"tile:xla": model.trained.models["tile:xla"]},
+                                     model.trained.settings, source="tile-run"))
     with pytest.raises(MissingModelError, match=re.escape(
             "tile-run has no model for layout:xla:random; it has ['tile:xla']")) as exc:
         tile_only.rank(**graph, node_config_feat=ncf)

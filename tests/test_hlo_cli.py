@@ -11,7 +11,7 @@ import pytest
 
 import pipeline
 from features.npz.read import read_graph
-from models.api import CostModel, read_hlo
+from models.api import CostModel, rank_file, read_hlo
 
 HLO = Path(__file__).parent / "data" / "hlo"
 PROGRAM = HLO / "jax_conv_dot.hlo"
@@ -97,5 +97,5 @@ def test_rank_and_tune_score_a_program_with_one_default_collection(trained_run, 
     model = CostModel.load(trained_run)
     tune_graph(model, lambda configs: np.ones(len(configs)), budget=3, **graph)
     np.save(tmp_path / "one.npy", np.full((1, graph["node_config_ids"].size, 18), -1, np.int8))
-    ranked = model.rank_file(PROGRAM, configs=tmp_path / "one.npy")
+    ranked = rank_file(model, PROGRAM, configs=tmp_path / "one.npy")
     assert chosen == [ranked.collection] == ["layout:xla:default"]

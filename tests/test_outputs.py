@@ -10,7 +10,7 @@ import pytest
 import pipeline
 from features import FeatureConfig
 from features.outputs import OutputPathError, check_dir, check_file
-from models.api import CostModel
+from models.api import CostModel, TrainedRun
 
 
 def _cli(capsys, *argv) -> tuple[int, str]:
@@ -88,7 +88,7 @@ def test_encode_out_naming_a_directory_fails_in_one_line(tmp_path, capsys):
 def test_cost_model_save_onto_a_file_is_refused_before_writing(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "saved").write_text("mine")
-    model = CostModel({}, FeatureConfig(), source=str(tmp_path / "run"))
+    model = CostModel(TrainedRun({}, FeatureConfig(), source=str(tmp_path / "run")))
     with pytest.raises(OutputPathError, match="it is an existing file, not a directory"):
         model.save(tmp_path / "saved")
     assert (tmp_path / "saved").read_text() == "mine"

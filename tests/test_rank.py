@@ -15,7 +15,7 @@ from features.npz.find import list_npz
 from features.npz.graph import DataFormatError
 from features.schema import COLLECTIONS, GRAPH_KEYS
 from models.sample.generate import write_npz
-from models.api import CostModel
+from models.api import CostModel, rank_file
 from models.training.run_files import latest_run
 from models.training.runs import TrainConfig
 from tests.conftest import QUICK
@@ -63,7 +63,7 @@ def test_arrays_rank_exactly_like_submit_on_every_test_file(trained, trained_run
             order = ranking.order[:5] if collection == "tile:xla" else ranking.order
             assert ";".join(map(str, order)) == submitted[f"{collection}:{f.stem}"], f
             assert np.all(np.diff(ranking.scores[ranking.order]) <= 0)
-            np.testing.assert_array_equal(model.rank_file(f).order, ranking.order)
+            np.testing.assert_array_equal(rank_file(model, f).order, ranking.order)
             checked += 1
     assert checked == len(submitted)
 
@@ -190,13 +190,13 @@ def test_warm_calls_reuse_graph_tables_and_equal_cold_calls(trained_run, layout_
     warm = CostModel.load(trained_run)
     warm.rank(**graph, node_config_feat=ncf[:60])
     got = warm.rank(**graph, node_config_feat=ncf[60:])     # new candidates, same graph
-    assert (warm.cache_misses, warm.cache_hits) == (1, 1)
+    assert (warm.cache.misses, warm.cache.hits) == (1, 1)
     cold = CostModel.load(trained_run).rank(**graph, node_config_feat=ncf[60:],
                                             reference=ncf[:60])
     np.testing.assert_array_equal(got.scores, cold.scores)
     # Another graph (one node feature changed) is another entry.
     warm.rank(**{**graph, "node_feat": graph["node_feat"] * 1.5}, node_config_feat=ncf)
-    assert (warm.cache_misses, warm.cache_hits) == (2, 1)
+    assert (warm.cache.misses, warm.cache.hits) == (2, 1)
 
 
 @pytest.mark.parametrize("kind", ["layout", "layout:nlp:default", "tile"])
@@ -238,7 +238,7 @@ def test_the_cache_keeps_the_most_recent_graphs(trained_run, layout_graph):
     other = {**layout_graph, "node_feat": layout_graph["node_feat"] * 1.5}
     for arrays in (layout_graph, layout_graph, other, layout_graph):
         model.rank(**arrays)
-    assert (model.cache_misses, model.cache_hits) == (3, 1)
+    assert (model.cache.misses, model.cache.hits) == (3, 1)
 
 
 def test_the_readme_example_runs_as_written(trained_run, tiny_root, tmp_path, monkeypatch,
@@ -253,8 +253,8 @@ def test_the_readme_example_runs_as_written(trained_run, tiny_root, tmp_path, mo
     exec(compile(code, "README.md", "exec"), {})
     assert capsys.readouterr().out.startswith("best found:")
     saved = CostModel.load(cache / "tuner")            # resumes with the 20 measurements
-    (_, state), = saved._graphs.values()
-    assert state.runtimes.size == 20
+    learnt, = saved.state().graphs
+    assert learnt.runtimes.size == 20
 
 
 def test_scores_never_depend_on_a_path_or_a_name(trained_run, tiny_npz, tmp_path, monkeypatch):
@@ -266,8 +266,8 @@ def test_scores_never_depend_on_a_path_or_a_name(trained_run, tiny_npz, tmp_path
     outside = tmp_path / "elsewhere.npz"
     shutil.copyfile(inside, outside)
     model = CostModel.load(trained_run)
-    a = model.rank_file(inside)                        # its collection from its place in the tree
-    b = CostModel.load(trained_run).rank_file(outside)   # the same one from its keys
+    a = rank_file(model, inside)                        # its collection from its place in the tree
+    b = rank_file(CostModel.load(trained_run), outside)   # the same one from its keys
     np.testing.assert_array_equal(a.scores, b.scores)
     arrays = _candidates(_arrays(inside))
     named = [CostModel.load(trained_run).rank(**arrays, name=name).scores

@@ -12,7 +12,8 @@ import pytest
 import pipeline
 from features.npz.find import list_npz
 from models.api import (CostModel, DrawnReferenceWarning, InvalidLayoutError,
-                        ReferenceCoverageWarning)
+                        ReferenceCoverageWarning, rank_file)
+from models.api.cost_model import fresh
 from models.api.reference import distinct
 from models.metrics import kendall_tau_b
 from models.api.node_effects import EffectsParams
@@ -131,21 +132,21 @@ def test_fewer_seeds_score_as_the_runs_own_seeds_did(trained_run, tiny_npz, tmp_
              "layout:xla:random": lambda r, t: kendalltau(_positions(r.order), t)[0]}
     for collection, metric in score.items():
         m, compared = record["metrics"][collection], 0
-        assert len(one.models[collection]) * seeds == len(every.models[collection])
+        assert len(one.trained.models[collection]) * seeds == len(every.trained.models[collection])
         for path in list_npz(tiny_npz, collection, "valid"):
             with np.load(path) as z:
                 runtime = z["config_runtime"] / z.get("config_runtime_normalizers", 1)
             if m["per_graph"].get(path.stem) is None:
                 continue
-            ranking = one.rank_file(path)
+            ranking = rank_file(one, path)
             assert metric(ranking, runtime) == pytest.approx(m["seed_per_graph"][0][path.stem])
             assert not ranking.spread.any()
-            assert metric(every.rank_file(path), runtime) == pytest.approx(
+            assert metric(rank_file(every, path), runtime) == pytest.approx(
                 m["per_graph"][path.stem])
             compared += 1
         assert compared >= 2
     saved = one.save(tmp_path / "tuner")
-    assert len(CostModel.load(saved).models["tile:xla"]) == 1
+    assert len(CostModel.load(saved).trained.models["tile:xla"]) == 1
     with pytest.raises(ValueError, match="saved with seeds=1"):
         CostModel.load(saved, seeds=2)
     for bad in (0, seeds + 1, True):
@@ -476,12 +477,12 @@ def test_the_stand_in_measures_configs_beyond_its_files_without_warning(trained_
     np.savez(path, **arrays)
     model = CostModel.load(trained_run)
     hw = Hardware(model, path)
-    space = LayoutSpace.of_graph(*(hw.graph[k] for k in GRAPH_KEYS[:4]))
+    space = LayoutSpace.of_graph(*(getattr(hw.graph, k) for k in GRAPH_KEYS[:4]))
     searched = space.random(np.random.default_rng(0), 30)
     assert (searched[:, 0, :6] >= 0).any()
     with pytest.warns(ReferenceCoverageWarning):      # the same configs through the model itself
-        model.rank(**hw.graph, node_config_feat=searched, reference=hw.parts[0].reference,
-                   collection=hw.parts[0].collection)
+        model.rank(**hw.graph.kwargs(), node_config_feat=searched,
+                   reference=hw.parts[0].reference, collection=hw.parts[0].collection)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ReferenceCoverageWarning)
         assert np.isfinite(hw.runtime(searched)).all()
@@ -550,7 +551,7 @@ def test_the_live_searchs_budgets_and_bound_are_judged_by_the_stand_in(trained_r
     model = CostModel.load(trained_run)
     hw = Hardware(model, path)
     settings = TuneSettings()
-    configs = LayoutSpace.of_graph(*(hw.graph[k] for k in GRAPH_KEYS[:4])).random(
+    configs = LayoutSpace.of_graph(*(getattr(hw.graph, k) for k in GRAPH_KEYS[:4])).random(
         np.random.default_rng(1), 12)
     scores, spread = Exact(hw).score(configs)
     np.testing.assert_allclose(scores, -np.log(hw.runtime(configs)), rtol=1e-9)
@@ -563,7 +564,7 @@ def test_the_live_searchs_budgets_and_bound_are_judged_by_the_stand_in(trained_r
     assert found[2] == pytest.approx(hw.runtime(result.best[None])[0] / hw.default_runtime)
     assert taught is not None
     near = near_check(model, taught, hw, result, "layout:xla:default", 0, settings)
-    space = LayoutSpace.of_graph(*(hw.graph[k] for k in GRAPH_KEYS[:4]))
+    space = LayoutSpace.of_graph(*(getattr(hw.graph, k) for k in GRAPH_KEYS[:4]))
     configs = near_configs(space, result, 0)
     assert near["configs"] == len(configs) >= 20
     assert not set(config_keys(configs)) & set(config_keys(result.configs))
@@ -571,7 +572,7 @@ def test_the_live_searchs_budgets_and_bound_are_judged_by_the_stand_in(trained_r
     reference = reference_configs(space, settings.reference, 0)
     by = {}
     for name, m in (("frozen", CostModel.load(trained_run)), ("updated", taught)):
-        by[name] = m.rank(**hw.graph, node_config_feat=configs, reference=reference,
+        by[name] = m.rank(**hw.graph.kwargs(), node_config_feat=configs, reference=reference,
                           collection="layout:xla:default").scores
         assert near[name] == pytest.approx(kendall_tau_b(by[name], faster))
         np.testing.assert_allclose(scored(m, hw, configs, reference, "layout:xla:default"),
@@ -592,20 +593,20 @@ def test_the_live_searchs_model_kendall_is_the_models_order_of_the_files_configs
     hw = Hardware(model, path)
     with np.load(path) as z:
         configs = z["node_config_feat"].astype(np.int8)
-    scores = model.rank(**hw.graph, node_config_feat=configs,
+    scores = model.rank(**hw.graph.kwargs(), node_config_feat=configs,
                         collection="layout:xla:default").scores
     assert np.array_equal(file_configs(path), configs[:FILE_CONFIGS])
     value = model_kendall(model, hw, file_configs(path), "layout:xla:default")
     assert value == pytest.approx(kendall_tau_b(scores, -np.log(hw.runtime(configs))))
     # the stand-in from one collection's model alone is that model's order, recalibrated
-    alone = CostModel({"layout:xla:default": model.models["layout:xla:default"]},
-                      model.settings, without=model.without, source=model.source)
+    default = model.trained.models["layout:xla:default"]
+    alone = CostModel(replace(model.trained, models={"layout:xla:default": default}))
     assert model_kendall(alone, Hardware(alone, path), configs, "layout:xla:default") == \
         pytest.approx(1.0)
-    space = LayoutSpace.of_graph(*(hw.graph[k] for k in GRAPH_KEYS[:4]))
+    space = LayoutSpace.of_graph(*(getattr(hw.graph, k) for k in GRAPH_KEYS[:4]))
     reference = reference_configs(space, TuneSettings().reference, 0)   # tune_graph's
-    searched = model.fresh().rank(**hw.graph, node_config_feat=configs, reference=reference,
-                                  collection="layout:xla:default").scores
+    searched = fresh(model).rank(**hw.graph.kwargs(), node_config_feat=configs,
+                                 reference=reference, collection="layout:xla:default").scores
     assert model_kendall(model, hw, configs, "layout:xla:default", reference) == \
         pytest.approx(kendall_tau_b(searched, -np.log(hw.runtime(configs))))
     assert not np.allclose(searched, scores)       # the reference sets the graph's statistics

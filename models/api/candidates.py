@@ -1,7 +1,7 @@
 """Candidates to rank: one graph plus configs, no runtimes (they are what a ranking predicts).
 
 From a file (`read_candidates`), from arrays an autotuner holds (`graph_from_arrays`), or from a
-program's HLO text and a file of layouts for it (`read_program_candidates`), validated by the
+program's HLO text and a file of layouts for it (`read_program`), validated by the
 loader's own rules (features/npz), into a test-split Graph: zero runtimes, every config a row;
 `candidate_rows` turns it into the FeatureSet a model scores.
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -33,19 +32,17 @@ def config_key(collection: str) -> str:
     return "config_feat" if is_tile(collection) else "node_config_feat"
 
 
-
-def graph_arrays(g: Graph) -> dict:
-    """g's GRAPH_KEYS arrays that it has."""
-    return {k: getattr(g, k) for k in GRAPH_KEYS if getattr(g, k) is not None}
-
-
 def read_candidates(path: Path, collection: str) -> Graph:
     """Read a file whose configs are to be ranked: validated like read_graph, but runtimes may be
     absent or zero; they are ignored."""
     path = Path(path)
+    return _candidates(read_candidate_arrays(path, collection), collection, path)
+
+
+def read_candidate_arrays(path: Path, collection: str) -> dict:
+    """A file's arrays a ranking takes (CANDIDATE_KEYS), by name, not yet validated."""
     keys = CANDIDATE_KEYS[collection_kind(collection)]
-    arrays = read_keys(path, keys, lambda zf: read_node_config_feat(zf, path))
-    return _candidates(arrays, collection, path)
+    return read_keys(path, keys, lambda zf: read_node_config_feat(zf, path))
 
 
 def is_program_text(path: Path) -> bool:
@@ -55,12 +52,11 @@ def is_program_text(path: Path) -> bool:
     return path.suffix != ".npz" and not zipfile.is_zipfile(path)
 
 
-def read_program_candidates(program: Path, configs: Path | None,
-                            collection_of: Callable[[np.ndarray], str]) -> Graph:
-    """A program's HLO text (features.hlo.read_hlo) with the layouts in `configs` (a .npy of
-    (c, nc, 18) or of one config (nc, 18), or an npz holding node_config_feat) as its
-    candidates, validated as a file's, for the collection collection_of(node_opcode) names;
-    a ValueError saying what to pass when `configs` is None."""
+def read_program(program: Path, configs: Path | None) -> tuple[dict, str]:
+    """(arrays, name): a program's HLO text (features.hlo.read_hlo) with the layouts in
+    `configs` (a .npy of (c, nc, 18) or of one config (nc, 18), or an npz holding
+    node_config_feat) as its candidates, not yet validated, and the name its errors go by; a
+    ValueError saying what to pass when `configs` is None."""
     program = Path(program)
     graph = read_hlo(program)
     nc = graph["node_config_ids"].size
@@ -71,9 +67,7 @@ def read_program_candidates(program: Path, configs: Path | None,
     ncf = read_config_file(Path(configs))
     if ncf.ndim == 2:         # one config, (nc, 18): `tune`'s best.npy
         ncf = ncf[None]
-    return graph_from_arrays({**graph, "node_config_feat": ncf},
-                             collection_of(graph["node_opcode"]),
-                             name=f"{configs} (configs of {program})")
+    return {**graph, "node_config_feat": ncf}, f"{configs} (configs of {program})"
 
 
 def read_config_file(path: Path) -> np.ndarray:

@@ -25,9 +25,9 @@ from models.bench import stages
 from models.api.candidates import candidate_rows, read_candidates
 from features.npz.read import read_graph
 from features.rows.node_rows import NODE_ROW_COLLECTIONS, graph_node_rows
-from features.schema import GRAPH_KEYS, collection_slug
+from features.schema import collection_slug
 
-from models.api import CostModel
+from models.api import CostModel, GraphArrays, TrainedRun
 from models.tuning.search import evolve
 from features.graph.layout_space import LayoutSpace, reference_configs
 from models.tuning.tuner import Bound, TuneSettings
@@ -52,7 +52,7 @@ class RankSpec:
 QUICK_RANK = RankSpec(nodes=400, config_nodes=60, candidates=200, train_configs=300,
                       tile_configs=200, tile_train_graphs=3, warm_calls=2, node_values=10)
 LAYOUT, TILE = "layout:xla:random", "tile:xla"
-# a CNN program's model in `tune` (CostModel.program_collection: its family's 'default'
+# a CNN program's model in `tune` (models.api.program_collection: its family's 'default'
 # collection): node learners beside the rankers, the slowest scoring a round has
 TUNE = "layout:xla:default"
 TUNER_HISTORY = 48    # measurements a timed tuner round's update adds to (mid-search at 100)
@@ -99,8 +99,8 @@ def _models(spec: RankSpec, rng, tmp: Path) -> tuple[CostModel, dict, list[np.nd
                                    sample.layout_runtime(graph, ids, searched, rng, 0.003))
     models = {LAYOUT: _train([train], LAYOUT, tmp), TUNE: _train([default], TUNE, tmp),
               TILE: _train(tiles[1:], TILE, tmp)}
-    graph_arrays = {k: train[k] for k in GRAPH_KEYS}
-    return CostModel(models, FeatureConfig()), {"layout": graph_arrays, "tile": tiles[0]}, calls
+    return (CostModel(TrainedRun(models, FeatureConfig())),
+            {"layout": GraphArrays.of_npz(train), "tile": tiles[0]}, calls)
 
 
 def _draw(rng, values: np.ndarray, n: int) -> np.ndarray:
@@ -137,29 +137,31 @@ def rank_latency(spec: RankSpec) -> dict:
         model, graphs, calls = _models(spec, rng, Path(tmp))
     _one_core()
     small = stages.layout_arrays(rng, 200, 20, 20, runtime=False)[2]   # loads every kernel once
-    model.rank(**{k: small[k] for k in GRAPH_KEYS}, node_config_feat=small["node_config_feat"])
+    model.rank(**GraphArrays.of_npz(small).kwargs(), node_config_feat=small["node_config_feat"])
     layout = graphs["layout"]
-    cold = _cpu_timed(lambda: model.rank(**layout, node_config_feat=calls[0]))
-    hits = model.cache_hits
-    warm, fresh = [[_cpu_timed(lambda c=c: model.rank(**layout, node_config_feat=c)) for c in cs]
+    cold = _cpu_timed(lambda: model.rank(**layout.kwargs(), node_config_feat=calls[0]))
+    hits = model.cache.hits
+    warm, fresh = [[_cpu_timed(lambda c=c: model.rank(**layout.kwargs(), node_config_feat=c))
+                    for c in cs]
                    for cs in (calls[1:spec.warm_calls + 1], calls[spec.warm_calls + 1:])]
-    if model.cache_hits - hits != len(warm) + len(fresh):
+    if model.cache.hits - hits != len(warm) + len(fresh):
         raise RuntimeError("a warm call missed the graph-static cache; its time is not warm")
-    one = CostModel({c: first_seeds(ms, 1) for c, ms in model.models.items()}, FeatureConfig())
-    one.rank(**layout, node_config_feat=calls[0])
-    one_seed = _median([_cpu_timed(lambda c=c: one.rank(**layout, node_config_feat=c))
+    one = CostModel(TrainedRun({c: first_seeds(ms, 1) for c, ms in model.trained.models.items()},
+                               FeatureConfig()))
+    one.rank(**layout.kwargs(), node_config_feat=calls[0])
+    one_seed = _median([_cpu_timed(lambda c=c: one.rank(**layout.kwargs(), node_config_feat=c))
                         for c in calls[1:spec.warm_calls + 1]])
     tile = {k: graphs["tile"][k] for k in ("node_feat", "node_opcode", "edge_index",
                                             "config_feat")}
     tile_cold, tile_warm = [_cpu_timed(lambda: model.rank(**tile)) for _ in range(2)]
     return {"layout_cold": cold, "layout_warm": _median(warm), "layout_fresh": _median(fresh),
-            "layout_warm_one_seed": one_seed, "layout_models": len(model.models[LAYOUT]),
+            "layout_warm_one_seed": one_seed, "layout_models": len(model.trained.models[LAYOUT]),
             "tuner_round": _tuner_round(model, layout, spec),
             "tile_cold": tile_cold, "tile_warm": tile_warm, "load_average": os.getloadavg(),
             "real": _real_latency(model, spec, rng) if spec.real_file else None}
 
 
-def _tuner_round(model: CostModel, layout: dict, spec: RankSpec) -> dict:
+def _tuner_round(model: CostModel, layout: GraphArrays, spec: RankSpec) -> dict:
     """(wall, CPU) seconds of one round of tune_graph's search on the layout graph, with
     TUNER_HISTORY measurements learnt already: the evolution and the draws screened by the
     model, then the update with the round's batch. Each timed round starts a new layout
@@ -167,7 +169,8 @@ def _tuner_round(model: CostModel, layout: dict, spec: RankSpec) -> dict:
     rows the model has not scored. The graph's state is built before (once per search)."""
     s = TuneSettings()
     rng = np.random.default_rng(spec.seed)
-    space = LayoutSpace.of_graph(**{k: layout[k] for k in GRAPH_KEYS[:4]})
+    space = LayoutSpace.of_graph(layout.node_feat, layout.node_opcode, layout.edge_index,
+                                 layout.node_config_ids)
     bound = Bound(model, layout, reference_configs(space, s.reference, spec.seed), TUNE)
     history = space.mutate(rng, space.random(rng, TUNER_HISTORY))
     bound.learn(history, np.exp(rng.normal(0, 0.1, len(history))))
@@ -180,7 +183,7 @@ def _tuner_round(model: CostModel, layout: dict, spec: RankSpec) -> dict:
     return {"time": _median(times),
             "proposals": (s.search.proposals + s.search.sampled) * s.search.generations,
             "history": TUNER_HISTORY, "config_nodes": space.n_nodes,
-            "models": len(model.models[TUNE])}
+            "models": len(model.trained.models[TUNE])}
 
 
 def _median(times: list[tuple[float, float]]) -> tuple[float, float]:
@@ -191,7 +194,7 @@ def _median(times: list[tuple[float, float]]) -> tuple[float, float]:
 def _real_latency(model: CostModel, spec: RankSpec, rng) -> dict:
     """Cold and warm (wall, CPU) seconds per call on a real file's graph, and its sizes."""
     g = read_candidates(Path(spec.real_file), LAYOUT)
-    graph = {k: getattr(g, k) for k in GRAPH_KEYS}
+    graph = GraphArrays.of_graph(g).kwargs()
     ncf = np.asarray(g.node_config_feat)
     c, nc = ncf.shape[:2]
     cold = _cpu_timed(lambda: model.rank(**graph, node_config_feat=ncf[:spec.candidates]))

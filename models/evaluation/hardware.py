@@ -40,7 +40,7 @@ from scipy.special import ndtri
 
 from features.npz.find import collection_dir, list_npz, resolve_npz_root
 from models.api import CostModel, ReferenceCoverageWarning
-from models.api.candidates import GRAPH_KEYS
+from models.api.graph_arrays import GraphArrays
 from models.api.node_effects import indicators
 
 HARDWARE_COLLECTIONS = ("layout:xla:default", "layout:xla:random", "layout:nlp:default",
@@ -91,18 +91,19 @@ class Hardware:
     def __init__(self, model: CostModel, graph_file: Path, noise: float = NOISE,
                  quirks: float = 0.0, quirk_seed: int = 0):
         self.model, self.noise, self.quirks = model, noise, quirks
-        files = {c: f for c, f in sibling_files(graph_file).items() if c in model.models}
+        files = {c: f for c, f in sibling_files(graph_file).items() if c in model.trained.models}
         if not files:
-            raise ValueError(f"{graph_file}: the stand-in {model.source} has no model for the "
-                             f"collections holding this graph ({sorted(sibling_files(graph_file))})")
+            raise ValueError(f"{graph_file}: the stand-in {model.trained.source} has no model "
+                             f"for the collections holding this graph "
+                             f"({sorted(sibling_files(graph_file))})")
         with np.load(graph_file) as z:
-            self.graph = {k: z[k] for k in GRAPH_KEYS}
+            self.graph = GraphArrays.of_npz(z)
         self.parts = [self._calibrate(c, f) for c, f in sorted(files.items())]
         salt = int(quirk_seed).to_bytes(16, "little", signed=True)
-        digest = hashlib.blake2b(self.graph["node_feat"].tobytes(), digest_size=8,
+        digest = hashlib.blake2b(self.graph.node_feat.tobytes(), digest_size=8,
                                  salt=salt).digest()
         self.quirk_key = np.uint64(int.from_bytes(digest, "little"))
-        nc = self.graph["node_config_ids"].size
+        nc = self.graph.node_config_ids.size
         self.default_runtime = float(self.runtime(np.full((1, nc, 18), -1, np.int8))[0])
 
     @classmethod
@@ -127,8 +128,8 @@ class Hardware:
         config that sets groups they never set warns every time: meant here, not shown."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ReferenceCoverageWarning)
-            return self.model.rank(**self.graph, node_config_feat=configs, reference=reference,
-                                   collection=collection).scores
+            return self.model.rank(**self.graph.kwargs(), node_config_feat=configs,
+                                   reference=reference, collection=collection).scores
 
     def log_runtime(self, configs: np.ndarray) -> np.ndarray:
         """(k,) the stand-in's noiseless log runtime of configs (k, nc, 18)."""

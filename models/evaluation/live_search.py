@@ -34,7 +34,7 @@ import json
 import time
 import warnings
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +43,7 @@ from features.npz.find import list_npz, resolve_npz_root
 from features.cache.store import write_atomically
 from features.graph.layout_space import LayoutSpace, config_keys
 from models.api import CostModel, MissingModelError
+from models.api.cost_model import fresh
 from models.evaluation.hardware import Hardware
 from models.evaluation.tune_sim import fold_train_entries
 from models.metrics import kendall_tau_b
@@ -81,8 +82,8 @@ def one_search(model: CostModel, hw: Hardware, search: str, budget: int, seed: i
         scorer = Blind(seed) if search == "blind" else Exact(hw)
         return tune(measure, space_of(hw, settings), scorer, budget, seed=seed,
                     settings=settings), None
-    taught = model.fresh()
-    return tune_graph(taught, measure, budget=budget, **hw.graph, collection=collection,
+    taught = fresh(model)
+    return tune_graph(taught, measure, budget=budget, **hw.graph.kwargs(), collection=collection,
                       seed=seed, settings=settings, learn=search == "updated"), taught
 
 
@@ -100,8 +101,8 @@ def found_at(hw: Hardware, result, at: list[int]) -> list[float]:
 def space_of(hw: Hardware, settings: TuneSettings) -> LayoutSpace:
     """The layout space tune_graph searches on the stand-in's graph."""
     g = hw.graph
-    return LayoutSpace.of_graph(g["node_feat"], g["node_opcode"], g["edge_index"],
-                                g["node_config_ids"], settings.space)
+    return LayoutSpace.of_graph(g.node_feat, g.node_opcode, g.edge_index, g.node_config_ids,
+                                settings.space)
 
 
 def near_configs(space: LayoutSpace, result, seed: int) -> np.ndarray:
@@ -132,21 +133,21 @@ def near_check(model: CostModel, taught: CostModel, hw: Hardware, result, collec
     reference = search_reference(space, settings, seed)
     return {"configs": int(len(near)),
             **{name: kendall_tau_b(scored(m, hw, near, reference, collection), faster)
-               for name, m in (("frozen", model.fresh()), ("updated", taught))}}
+               for name, m in (("frozen", fresh(model)), ("updated", taught))}}
 
 
 def scored(model: CostModel, hw: Hardware, configs: np.ndarray, reference: np.ndarray,
            collection: str) -> np.ndarray:
     """The model's scores of the graph's configs, with what it learnt of the graph: the graph
     named by the same arrays tune_graph was given (its state is found by them)."""
-    return Bound(model, dict(hw.graph), reference, collection).score(configs)[0]
+    return Bound(model, hw.graph, reference, collection).score(configs)[0]
 
 
 def graph_results(model, hw_run, path, collection, args, settings) -> dict:
     hw = Hardware.load(hw_run, path, quirks=args.quirks)
     configs = file_configs(path)
     out = {"graph": path.stem, "family": graph_family(path.stem), "collection": collection,
-           "nodes": int(hw.graph["node_config_ids"].size), "genetic": genetic_best(hw, path),
+           "nodes": int(hw.graph.node_config_ids.size), "genetic": genetic_best(hw, path),
            "model_kendall": model_kendall(model, hw, configs, collection),
            "search_kendall": model_kendall(model, hw, configs, collection,
                                            search_reference(space_of(hw, settings), settings,
@@ -182,7 +183,7 @@ def model_kendall(model: CostModel, hw: Hardware, configs: np.ndarray, collectio
     scores of `configs` (file_configs) against the stand-in's runtimes, the graph's statistics
     from `reference` (None: those configs themselves, as `submit` ranks a file; the search's:
     as `tune` ranks what it visits)."""
-    scores = model.fresh().rank(**hw.graph, node_config_feat=configs, collection=collection,
+    scores = fresh(model).rank(**hw.graph.kwargs(), node_config_feat=configs, collection=collection,
                                 reference=reference).scores
     return kendall_tau_b(scores, -hw.log_runtime(configs))
 
@@ -216,7 +217,7 @@ def inputs(args) -> tuple[CostModel, Path]:
         model = CostModel.load(args.run, seeds=args.model_seeds)
         hardware = CostModel.load(args.hardware)
     for name, m in ((args.run, model), (args.hardware, hardware)):
-        missing = [c for c in args.collections if c not in m.models]
+        missing = [c for c in args.collections if c not in m.trained.models]
         if missing:
             raise MissingModelError(f"{name}: no model for {', '.join(missing)}")
     root = resolve_npz_root(args.data_dir)
@@ -238,8 +239,7 @@ def searched(args, model: CostModel, root: Path, collection: str) -> list[tuple[
         files = {f.stem: f for f in list_npz(root, collection, "train")}
         pairs = []
         for models, held in fold_models(args.run, entry, collection, args.folds):
-            fold = CostModel({collection: models}, model.settings, without=model.without,
-                             source=model.source)
+            fold = CostModel(replace(model.trained, models={collection: models}))
             pairs += [(fold, files[g]) for g in sorted(held) if g in files]
     kept, per_family = [], {}
     for m, f in pairs:

@@ -27,12 +27,13 @@ import numpy as np
 
 import features
 from features.schema import is_tile
-from models.api.candidates import config_key, graph_arrays, read_candidates
+from models.api.candidates import config_key, read_candidates
 from features.npz.find import list_npz
 from features.npz.read import read_graph
 from features.rows.row_selection import target_runtime
 
-from models.api import CostModel
+from models.api import CostModel, GraphArrays
+from models.api.cost_model import fresh
 from models.training.fold_models import fold_models
 from models.metrics import kendall_tau_b
 from models.training.run_files import is_partner
@@ -102,7 +103,7 @@ def _picks(model: CostModel, g, runtime: np.ndarray, s: SimSettings,
     configs = getattr(g, config_key(g.collection))
     index = {k: i for i, k in enumerate(config_keys(configs))}
     measure = lambda c: runtime[[index[k] for k in config_keys(c)]]     # noqa: E731
-    bound = Bound(model, graph_arrays(g), sim_reference(g, s), collection=g.collection,
+    bound = Bound(model, GraphArrays.of_graph(g), sim_reference(g, s), collection=g.collection,
                   key=config_key(g.collection), name=g.graph_id)
     result = tune_pool(measure, configs, bound if learn else Frozen(bound),
                        min(max(s.budgets), runtime.size), seed=s.seed,
@@ -164,11 +165,10 @@ def distinct_pool(g, runtime: np.ndarray):
 
 def seed_models(model: CostModel, collection: str, i: int) -> CostModel:
     """The run's seed i alone (its ranker and its partner), nothing learnt."""
-    models = model.models[collection]
+    models = model.trained.models[collection]
     rankers = [m for m in models if not is_partner(m)]
     partners = [m for m in models if is_partner(m)]
-    return CostModel({collection: [rankers[i]] + partners[i:i + 1]}, model.settings,
-                     without=model.without, source=model.source)
+    return CostModel(replace(model.trained, models={collection: [rankers[i]] + partners[i:i + 1]}))
 
 
 def simulate_graph(model: CostModel, path: Path, collection: str,
@@ -181,14 +181,14 @@ def simulate_graph(model: CostModel, path: Path, collection: str,
         return None
     out = {"graph": path.stem, "configs": int(runtime.size),
            "random": [random_best(runtime, k) / runtime.min() for k in s.budgets]}
-    n_seeds = sum(not is_partner(m) for m in model.models[collection])
+    n_seeds = sum(not is_partner(m) for m in model.trained.models[collection])
     variants = [(None, model)] + ([(i, seed_models(model, collection, i)) for i in
                                    range(n_seeds)] if s.each_seed and n_seeds > 1 else [])
     for i, m in variants:
-        fresh = m.fresh()
+        start = fresh(m)
         tag = "" if i is None else f"_seed{i}"
-        frozen, frozen_scores = _picks(fresh, g, runtime, s, False)
-        updated, updated_scores = _picks(fresh, g, runtime, s, True)
+        frozen, frozen_scores = _picks(start, g, runtime, s, False)
+        updated, updated_scores = _picks(start, g, runtime, s, True)
         out[f"frozen{tag}"] = _found(runtime, frozen, s.budgets)
         out[f"updated{tag}"] = _found(runtime, updated, s.budgets)
         if i is None:
@@ -216,7 +216,7 @@ def simulate(run_dir: Path, npz_root: Path, collections, s: SimSettings, *,
               "graphs": ("the valid graphs" if s.folds < 2 else
                          f"the train graphs, their families held out over {s.folds} folds")}
     for collection in collections:
-        if collection not in model.models:
+        if collection not in model.trained.models:
             continue
         start = time.perf_counter()
         searched = _searched(model, Path(run_dir), npz_root, collection, s, train_entries, log)
@@ -248,8 +248,7 @@ def _searched(model: CostModel, run_dir: Path, npz_root: Path, collection: str,
     pairs = []
     for models, held in fold_models(run_dir, train_entries[collection], collection, s.folds,
                                     log):
-        fold = CostModel({collection: models}, model.settings, without=model.without,
-                         source=model.source)
+        fold = CostModel(replace(model.trained, models={collection: models}))
         pairs += [(fold, files[g]) for g in held if g in files][:s.max_graphs or None]
     return pairs
 

@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from features.graph.layout_space import LayoutSpace, reference_configs
-from models.api import CostModel
+from models.api import CostModel, GraphArrays, program_collection
 from models.tuning.tuner import Bound, Frozen, TuneResult, TuneSettings, tune, tune_pool
 
 
@@ -33,8 +33,7 @@ def tune_graph(model: CostModel, measure: Callable, *, budget: int, node_feat, n
     one unless `collection` names another; `learn=False` keeps the model frozen. Deterministic
     for a seed and a model in one state (e.g. freshly loaded): the graph's earlier
     measurements in this model count too."""
-    graph = dict(node_feat=node_feat, node_opcode=node_opcode, edge_index=edge_index,
-                 node_config_ids=node_config_ids, node_splits=node_splits)
+    graph = GraphArrays(node_feat, node_opcode, edge_index, node_config_ids, node_splits)
     if config_feat is not None:
         bound = Bound(model, graph, collection=collection, key="config_feat")
         return tune_pool(measure, np.asarray(config_feat), bound if learn else Frozen(bound),
@@ -42,7 +41,7 @@ def tune_graph(model: CostModel, measure: Callable, *, budget: int, node_feat, n
     space = LayoutSpace.of_graph(node_feat, node_opcode, edge_index, node_config_ids,
                                  settings.space)
     bound = Bound(model, graph, search_reference(space, settings, seed),
-                  collection or model.program_collection(node_opcode))
+                  collection or program_collection(model.trained.models, node_opcode))
     return tune(measure, space, bound if learn else Frozen(bound), budget, seed=seed,
                 settings=settings)
 

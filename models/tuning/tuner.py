@@ -303,19 +303,20 @@ def _least(ledger: Ledger, keys: list[int], default: int | None) -> int:
 class Bound:
     """A model with CostModel's rank/update, bound to one graph: the tuner's score and learn."""
     model: Any
-    graph: dict
+    graph: Any      # models.api.GraphArrays: the arrays rank and update take beside the configs
     reference: np.ndarray | None = None
     collection: str | None = None
     key: str = "node_config_feat"
     name: str = "graph"     # names the graph in the model's errors
 
     def score(self, configs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ranking = self.model.rank(**self.graph, **{self.key: configs}, reference=self.reference,
-                                  collection=self.collection, name=self.name)
+        ranking = self.model.rank(**self.graph.kwargs(), **{self.key: configs},
+                                  reference=self.reference, collection=self.collection,
+                                  name=self.name)
         return ranking.scores, ranking.spread
 
     def learn(self, configs: np.ndarray, runtimes: np.ndarray):
-        return self.model.update(**self.graph, **{self.key: configs}, runtimes=runtimes,
+        return self.model.update(**self.graph.kwargs(), **{self.key: configs}, runtimes=runtimes,
                                  reference=self.reference, collection=self.collection,
                                  name=self.name)
 

@@ -13,7 +13,8 @@ from models.api.candidates import read_candidates
 from features.npz.read import read_graph
 from models.training.family_split import graph_family
 from features.rows.row_selection import target_runtime
-from models.api.candidates import graph_arrays
+from models.api import GraphArrays
+from models.api.cost_model import fresh
 
 warnings.simplefilter("ignore")
 POOLS = Path(os.environ.get("DEV", "../shared/tpugraphs_dev")) / "pools/npz_all/npz/layout"
@@ -26,8 +27,8 @@ for fam in ("xla", "nlp"):
         row = {}
         for ref in ("pool", "search"):
             r = sim_reference(g, SimSettings(reference=ref))
-            m = model.fresh()
-            s = m.rank(**graph_arrays(g), node_config_feat=g.node_config_feat, reference=r,
+            m = fresh(model)
+            s = m.rank(**GraphArrays.of_graph(g).kwargs(), node_config_feat=g.node_config_feat, reference=r,
                        collection=coll, name=path.stem).scores
             row[ref] = pool_view(s, rt)
         out[path.stem] = {"collection": coll, "family": graph_family(path.stem), **row}

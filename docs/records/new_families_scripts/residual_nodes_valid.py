@@ -9,7 +9,7 @@ import os, sys, warnings
 from pathlib import Path
 import numpy as np
 from scipy.stats import rankdata, kendalltau
-from models.api import CostModel
+from models.api import CostModel, rank_file
 from features.schema import OPCODE_NAMES
 import features.hlo.encode as E
 from features.hlo import parse_hlo
@@ -23,7 +23,7 @@ path = DEV / f"npz_all/npz/layout/{fam}/{split}/valid/{stem}.npz"
 z = np.load(path)
 rt = z["config_runtime"].astype(float)
 model = CostModel.load(run)
-r = model.rank_file(path)
+r = rank_file(model, path)
 s = r.scores
 print("kendall", kendalltau(-s, rt)[0])
 captured = {}
