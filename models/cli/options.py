@@ -257,7 +257,8 @@ def live_search_options(p) -> None:
     p.add_argument("--max-graphs", type=at_least(0), default=0, metavar="N",
                    help="graphs per model family (default: 0 = all)")
     p.add_argument("--quirks", type=float, default=0.0, metavar="SD",
-                   help="the stand-in's per (node, group, layout) log-runtime sd (default: 0)")
+                   help="the stand-in's per (node, group, layout) log-runtime sd (default: "
+                        "%(default)s)")
     p.add_argument("--out", type=Path, metavar="FILE.json",
                    help="write the result as JSON (default: printed only)")
 
