@@ -3,6 +3,8 @@ the config alone, whatever configs a file, a pool or a caller's reference= holds
 from __future__ import annotations
 
 import json
+import os
+import shutil
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from features import FeatureConfig
 from features.npz.find import list_npz
 from features.schema import GRAPH_KEYS
 from models.api import CostModel
+from models.training.run_files import latest_run, tuner_run
 
 from tests.conftest import QUICK_LGBM
 
@@ -75,3 +78,17 @@ def test_the_setting_is_recorded_with_the_run(drawn_run):
 def test_an_unknown_reference_is_refused_naming_the_known_ones():
     with pytest.raises(ValueError, match=r"reference must be one of \('file', 'drawn'\)"):
         FeatureConfig(reference="pool")
+
+
+@pytest.mark.slow
+def test_tune_takes_the_newest_fixed_reference_run_over_a_newer_file_one(drawn_run, trained_run,
+                                                                         tmp_path):
+    runs = tmp_path / "runs"
+    for age, run in ((100, drawn_run), (0, trained_run)):    # the file-reference run newest
+        shutil.copytree(run, runs / run.name)
+        when = (runs / run.name / "run.json").stat().st_mtime + 1000 - age
+        os.utime(runs / run.name / "run.json", (when, when))
+    assert latest_run(runs) == runs / trained_run.name
+    assert tuner_run(runs) == runs / drawn_run.name
+    shutil.rmtree(runs / drawn_run.name)
+    assert tuner_run(runs) == runs / trained_run.name

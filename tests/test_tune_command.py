@@ -193,6 +193,7 @@ def test_the_outputs_say_what_was_found_and_how(trained_run, program, measure_sc
                  env={"CALLS": str(tmp_path / "calls")})
     assert done.returncode == 0, done.stderr
     assert "best so far" in done.stderr and "20/20 measured" in done.stderr
+    assert "--feature reference=drawn" in done.stdout   # a file-reference run: the note
     with np.load(program) as z:
         nc = z["node_config_ids"].size
     best = np.load(out / "best.npy")

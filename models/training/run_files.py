@@ -43,6 +43,25 @@ def latest_run(runs_root: Path) -> Path:
     return runs[-1].parent
 
 
+def tuner_run(runs_root: Path) -> Path:
+    """The run `tune` searches with when none is named: the newest whose rows had a fixed
+    reference (FeatureConfig.reference "drawn": its view of a layout does not move with the
+    configs a search holds, docs/records/new_families.md), else the newest."""
+    fixed = [p for p in run_records(runs_root) if has_fixed_reference(p.parent)]
+    return fixed[-1].parent if fixed else latest_run(runs_root)
+
+
+FILE_REFERENCE_NOTE = (
+    "note: this run's statistics come from each graph's reference configs, so its view of a "
+    "layout moves with the configs a search holds; a run trained with `--feature "
+    "reference=drawn` (on the default collections) ranks a search's layouts better, and tune "
+    "takes the newest such run when --run is not given")
+
+
+def has_fixed_reference(run_dir: Path) -> bool:
+    return RunRecord.read(run_dir).features.settings.get("reference", "file") != "file"
+
+
 def load_models(run_dir: Path, collection: str) -> list:
     """The collection's models: each seed's ranker, then each seed's partner if any."""
     record = RunRecord.read(run_dir)
