@@ -139,7 +139,7 @@ def cmd_rank(args) -> int:
     from models.api import CostModel, rank_file
     from models.cli.ranking_text import format_ranking
     from models.training.run_files import latest_run
-    run_dir = args.run or latest_run(cache.runs_root(args.cache_dir))
+    run_dir = args.run or latest_run(cache.runs_root(args.cache_dir), fixed_reference=False)
     with recorded_warnings() as caught:   # said as lines, not as tracebacks
         model = CostModel.load(run_dir)
         ranking = rank_file(model, args.file, collection=args.collection, configs=args.configs)
@@ -218,20 +218,20 @@ def cmd_tune(args) -> int:
     """Find a fast layout of one program, measuring with your command (resumable)."""
     from features.rows.compiled import compile_notice
     from models.api import CostModel
-    from models.training.run_files import FILE_REFERENCE_NOTE, has_fixed_reference, tuner_run
+    from models.training.run_files import FILE_REFERENCE_NOTE, latest_run
     from models.tuning.database import check_free
     from models.tuning.job import TuneJob, tune_program
     from models.tuning.tuner import TuneSettings
     check_dir(args.out)      # before the model loads and anything is measured
     check_free(args.out)     # another tune running in it: refused before the model loads too
-    run_dir = args.run or tuner_run(cache.runs_root(args.cache_dir))
+    run_dir = args.run or latest_run(cache.runs_root(args.cache_dir), fixed_reference=True)
     job = TuneJob(args.program, args.measure, args.budget, args.out, seed=args.seed,
                   collection=args.collection, restart=args.restart,
                   settings=TuneSettings(strategy=args.strategy))
     with recorded_warnings() as caught:   # said as lines, not as tracebacks
         model = CostModel.load(run_dir, seeds=args.model_seeds)
         print(f"searching with {model.description}")
-        if not has_fixed_reference(run_dir):
+        if model.trained.settings.reference == "file":
             print(FILE_REFERENCE_NOTE)
         compile_notice()     # the first round scores with the layout kernels
         try:

@@ -14,7 +14,7 @@ from features import FeatureConfig
 from features.npz.find import list_npz
 from features.schema import GRAPH_KEYS
 from models.api import CostModel
-from models.training.run_files import latest_run, tuner_run
+from models.training.run_files import latest_run
 
 from tests.conftest import QUICK_LGBM
 
@@ -80,15 +80,37 @@ def test_an_unknown_reference_is_refused_naming_the_known_ones():
         FeatureConfig(reference="pool")
 
 
-@pytest.mark.slow
-def test_tune_takes_the_newest_fixed_reference_run_over_a_newer_file_one(drawn_run, trained_run,
-                                                                         tmp_path):
+def _two_runs(tmp_path, drawn_run, trained_run):
+    """A runs/ directory holding both runs, the file-reference one the newer."""
     runs = tmp_path / "runs"
-    for age, run in ((100, drawn_run), (0, trained_run)):    # the file-reference run newest
+    for age, run in ((100, drawn_run), (0, trained_run)):
         shutil.copytree(run, runs / run.name)
         when = (runs / run.name / "run.json").stat().st_mtime + 1000 - age
         os.utime(runs / run.name / "run.json", (when, when))
+    return runs
+
+
+@pytest.mark.slow
+def test_tune_takes_the_newest_fixed_reference_run_and_rank_the_newest_file_one(
+        drawn_run, trained_run, tmp_path):
+    runs = _two_runs(tmp_path, drawn_run, trained_run)
     assert latest_run(runs) == runs / trained_run.name
-    assert tuner_run(runs) == runs / drawn_run.name
+    assert latest_run(runs, fixed_reference=True) == runs / drawn_run.name
+    (runs / trained_run.name / "run.json").touch()     # the file run older than the drawn one
+    os.utime(runs / trained_run.name / "run.json", (1, 1))
+    assert latest_run(runs, fixed_reference=False) == runs / trained_run.name
+    (runs / "damaged").mkdir()
+    (runs / "damaged" / "run.json").write_text("{not json")    # passed over, not an error
+    assert latest_run(runs, fixed_reference=True) == runs / drawn_run.name
     shutil.rmtree(runs / drawn_run.name)
-    assert tuner_run(runs) == runs / trained_run.name
+    assert latest_run(runs, fixed_reference=True) == runs / trained_run.name
+
+
+@pytest.mark.slow
+def test_submit_takes_a_file_reference_run_over_a_newer_drawn_one(drawn_run, trained_run,
+                                                                  tiny_root, tmp_path):
+    from models.serving.predict import choose_runs
+    from features import resolve_data
+    runs = _two_runs(tmp_path, trained_run, drawn_run)     # the drawn run the newer
+    chosen = choose_runs(runs, resolve_data(str(tiny_root)), [COLLECTION], {})
+    assert chosen[COLLECTION].run_dir == runs / trained_run.name

@@ -40,6 +40,16 @@ def test_editing_the_row_code_changes_the_signature(package, module):
     assert feature_signature(FeatureConfig(), package) != before
 
 
+def test_the_search_space_code_is_only_a_drawn_reference_runs_row_code(package):
+    """The layouts a drawn reference is made of come from the tuner's layout space: editing it
+    changes a drawn-reference run's rows, never a file-reference run's."""
+    file_run, drawn_run = FeatureConfig(), FeatureConfig(reference="drawn")
+    before = feature_signature(file_run, package), feature_signature(drawn_run, package)
+    _edit(package / "graph" / "layout_space.py")
+    assert feature_signature(file_run, package) == before[0]
+    assert feature_signature(drawn_run, package) != before[1]
+
+
 def test_settings_change_the_signature():
     assert feature_signature(FeatureConfig()) != feature_signature(FeatureConfig(seed=1))
 

@@ -227,6 +227,26 @@ def test_the_random_strategy_is_chosen_on_the_command_line_and_recorded(
 
 
 @pytest.mark.slow
+def test_a_state_from_before_a_setting_existed_resumes_with_its_default(
+        trained_run, program, measure_script, tmp_path):
+    """A state started before TuneSettings.strategy existed ran the evolutionary search, the
+    default: it resumes; a rerun with the random strategy is refused naming the setting."""
+    from models.tuning.database import SESSION, STATE
+    out, env = tmp_path / "out", {"CALLS": str(tmp_path / "calls")}
+    assert _tune(trained_run, program, _command(measure_script), out, budget=10,
+                 env=env).returncode == 0
+    session = out / STATE / SESSION
+    identity = json.loads(session.read_text())
+    del identity["settings"]["strategy"]
+    session.write_text(json.dumps(identity))
+    again = _tune(trained_run, program, _command(measure_script), out, budget=10, env=env)
+    assert again.returncode == 0 and "resuming from" in again.stdout, again.stderr
+    other = _tune(trained_run, program, _command(measure_script), out, budget=10, env=env,
+                  extra=["--strategy", "random"])
+    assert other.returncode == 2 and "settings.strategy = 'evolutionary'" in other.stderr
+
+
+@pytest.mark.slow
 def test_a_bad_measure_command_is_one_clear_line(trained_run, program, measure_script,
                                                  tmp_path):
     """The first measurement (the default) goes through; then the command fails the first

@@ -16,16 +16,22 @@ from pathlib import Path
 from features.cache.store import FEATURES_DIR, SCHEMA, fingerprint
 
 ROW_CODE_ROOTS = ("rows/table.py", "rows/node_rows.py")
+# Row code only a fixed reference reads (FeatureConfig.reference "drawn": the layouts drawn from
+# a graph's space): the tuner's moves live there, and editing them leaves file-reference rows as
+# they were
+DRAWN_REFERENCE_CODE = ("graph/layout_space.py",)
 
 
 def feature_signature(cfg, pkg_dir: Path = FEATURES_DIR) -> str:
     """Hash of the row code and settings: models trained on one signature only fit it."""
-    return fingerprint(schema=SCHEMA, code=row_code_digest(pkg_dir), settings=asdict(cfg))
+    return fingerprint(schema=SCHEMA, code=row_code_digest(pkg_dir, cfg.reference != "file"),
+                       settings=asdict(cfg))
 
 
-def row_code_digest(pkg_dir: Path = FEATURES_DIR) -> str:
-    """sha256 over the row code's modules, by path relative to the package and content."""
-    return code_digest(row_modules(pkg_dir), pkg_dir)
+def row_code_digest(pkg_dir: Path = FEATURES_DIR, drawn: bool = True) -> str:
+    """sha256 over the row code's modules, by path relative to the package and content; without
+    DRAWN_REFERENCE_CODE (and what only it imports) unless `drawn`."""
+    return code_digest(row_modules(pkg_dir, drawn), pkg_dir)
 
 
 def code_digest(modules: set[Path], pkg_dir: Path) -> str:
@@ -38,24 +44,26 @@ def code_digest(modules: set[Path], pkg_dir: Path) -> str:
     return h.hexdigest()
 
 
-def row_modules(pkg_dir: Path = FEATURES_DIR) -> set[Path]:
-    """ROW_CODE_ROOTS and every module of the package they import, transitively."""
-    return imported_modules([Path(pkg_dir) / root for root in ROW_CODE_ROOTS], pkg_dir)
+def row_modules(pkg_dir: Path = FEATURES_DIR, drawn: bool = True) -> set[Path]:
+    """ROW_CODE_ROOTS and every module of the package they import, transitively (not following
+    DRAWN_REFERENCE_CODE unless `drawn`)."""
+    skip = () if drawn else [Path(pkg_dir) / m for m in DRAWN_REFERENCE_CODE]
+    return imported_modules([Path(pkg_dir) / root for root in ROW_CODE_ROOTS], pkg_dir, skip)
 
 
-def imported_modules(roots: list[Path], pkg_dir: Path) -> set[Path]:
+def imported_modules(roots: list[Path], pkg_dir: Path, skip=()) -> set[Path]:
     """The root modules and every module of the package `pkg_dir` they import, transitively,
-    read with `ast` (nothing runs). The package's __init__ counts only where a name is imported
-    from it (`from . import x` with x defined there), not merely because importing a submodule
-    runs it."""
+    read with `ast` (nothing runs), except the modules in `skip`. The package's __init__ counts
+    only where a name is imported from it (`from . import x` with x defined there), not merely
+    because importing a submodule runs it."""
     pkg_dir = Path(pkg_dir).resolve()
-    seen, todo = set(), [Path(r).resolve() for r in roots]
+    seen, todo = {Path(m).resolve() for m in skip}, [Path(r).resolve() for r in roots]
     while todo:
         module = todo.pop()
         if module not in seen:
             seen.add(module)
             todo += _imported(module, pkg_dir)
-    return seen
+    return seen - {Path(m).resolve() for m in skip}
 
 
 def _imported(module: Path, pkg_dir: Path) -> list[Path]:

@@ -56,8 +56,11 @@ def choose_runs(runs_root: Path, source: DataSource, collections, given: dict,
 
 def _newest_fit(runs, runs_root: Path, c: str, source: DataSource,
                 allow_other_data: bool) -> RunChoice:
+    """The newest run that can serve c, one whose rows had each file's own configs as their
+    reference first: a file's statistics score its genetic search's configs better than a
+    reference fixed per graph (the tuner's run, docs/reference.md "tune")."""
     rejected = []
-    for run_dir, record in runs:
+    for run_dir, record in sorted(runs, key=lambda run: run[1].fixed_reference):
         problem = unfit(record, run_dir, c, source, allow_other_data)
         if not problem:
             return RunChoice(run_dir, record, other_data(record, c, source))

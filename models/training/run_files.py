@@ -15,6 +15,7 @@ import numpy as np
 
 from features import FeatureSet
 from features.cache.integrity import verify
+from features.cache.store import CacheError
 from features.schema import collection_slug
 
 from models.metrics import METRIC_NAME
@@ -36,30 +37,33 @@ def run_records(runs_root: Path) -> list[Path]:
     return sorted(Path(runs_root).glob(f"*/{RUN_FILE}"), key=lambda p: p.stat().st_mtime)
 
 
-def latest_run(runs_root: Path) -> Path:
+def latest_run(runs_root: Path, fixed_reference: bool | None = None) -> Path:
+    """The newest run; with fixed_reference, the newest whose rows had (True: the tuner's) or
+    had not (False: submit's and rank's) a reference fixed per graph, else the newest. A run
+    whose record cannot be read is passed over in that choice, not an error."""
     runs = run_records(runs_root)
     if not runs:
         raise FileNotFoundError(f"no trained run under {runs_root}; run `pipeline.py train` first")
+    if fixed_reference is not None:
+        kinds = {p: _fixed(p.parent) for p in runs}
+        runs = ([p for p in runs if kinds[p] is fixed_reference]
+                or [p for p in runs if kinds[p] is not None] or runs)
     return runs[-1].parent
 
 
-def tuner_run(runs_root: Path) -> Path:
-    """The run `tune` searches with when none is named: the newest whose rows had a fixed
-    reference (FeatureConfig.reference "drawn": its view of a layout does not move with the
-    configs a search holds, docs/records/new_families.md), else the newest."""
-    fixed = [p for p in run_records(runs_root) if has_fixed_reference(p.parent)]
-    return fixed[-1].parent if fixed else latest_run(runs_root)
+def _fixed(run_dir: Path) -> bool | None:
+    try:
+        return RunRecord.read(run_dir).fixed_reference
+    except (CacheError, OSError, ValueError):
+        return None
 
 
+# Said by `tune` when its run's rows were set against each file's own configs
 FILE_REFERENCE_NOTE = (
     "note: this run's statistics come from each graph's reference configs, so its view of a "
     "layout moves with the configs a search holds; a run trained with `--feature "
     "reference=drawn` (on the default collections) ranks a search's layouts better, and tune "
     "takes the newest such run when --run is not given")
-
-
-def has_fixed_reference(run_dir: Path) -> bool:
-    return RunRecord.read(run_dir).features.settings.get("reference", "file") != "file"
 
 
 def load_models(run_dir: Path, collection: str) -> list:

@@ -146,6 +146,12 @@ class RunRecord:
         return FeatureConfig(**self.features.settings)
 
     @property
+    def fixed_reference(self) -> bool:
+        """Whether the run's rows were set against a reference fixed per graph (FeatureConfig
+        .reference other than "file", its default, which runs before the setting had)."""
+        return self.features.settings.get("reference", FeatureConfig.reference) != "file"
+
+    @property
     def trained_on(self) -> str:
         """The npz root the run's rows were built from, "" where the run does not say."""
         return self.features.data or ""

@@ -181,22 +181,36 @@ def discard_state(state: Path) -> None:
                 path.unlink()
 
 
-def open_state(out: Path, identity: dict) -> Path:
-    """OUT/state, made with `identity` or checked against the one it was made with."""
+def open_state(out: Path, identity: dict, defaults: dict | None = None) -> Path:
+    """OUT/state, made with `identity` or checked against the one it was made with. defaults:
+    per dict-valued key of identity, the values of entries a state made before they existed
+    ran with (a newer setting's default)."""
     state = Path(out) / STATE
     state.mkdir(parents=True, exist_ok=True)
     path = state / SESSION
     identity = json.loads(json.dumps(identity))     # tuples as lists, as read back
     if path.is_file():
-        before = json.loads(path.read_text())
-        changed = [k for k in identity if before.get(k) != identity[k]]
+        before = _flat(json.loads(path.read_text()), json.loads(json.dumps(defaults or {})))
+        now = _flat(identity, {})
+        changed = [k for k in now if before.get(k) != now[k]]
         if changed:
             k = changed[0]
             raise StateMismatchError(f"{state} was started with {k} = {before.get(k)!r}, not "
-                                     f"{identity[k]!r}; rerun as it was started, tune into "
+                                     f"{now[k]!r}; rerun as it was started, tune into "
                                      f"another --out directory, or --restart to discard it")
     else:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(identity, indent=1))
         tmp.replace(path)
     return state
+
+
+def _flat(identity: dict, defaults: dict) -> dict:
+    """{"settings.batch": 5, ...}: dict-valued entries spread out, completed by defaults."""
+    out = {}
+    for k, v in identity.items():
+        if isinstance(v, dict):
+            out.update({f"{k}.{name}": x for name, x in {**defaults.get(k, {}), **v}.items()})
+        else:
+            out[k] = v
+    return out

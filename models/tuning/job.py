@@ -67,7 +67,7 @@ def _tune_owned(model: Any, job: TuneJob, run: str, graph: dict, log) -> TuneRes
     identity = {"program": program_digest(graph), "run": run, "seed": job.seed,
                 "budget": job.budget, "collection": job.collection,
                 "settings": asdict(job.settings), "measure": job.command}
-    state = open_state(job.out, identity)
+    state = open_state(job.out, identity, {"settings": asdict(TuneSettings())})
     echo = echo_once(lambda line: print(f"measure command: {line}", file=sys.stderr))
     measure = Replaying(MeasurementLog(state / LOG, graph["node_config_ids"].size),
                         lambda c: run_command(job.command, c, state, echo), job.budget,
