@@ -20,7 +20,7 @@ from features.npz.read import read_keys
 from features.npz.validate import check_node_config_feat, expect, to_int8, validate_graph
 from features.schema import LAYOUT_KEYS, N_LAYOUT_CONFIG_FEAT, N_TILE_CONFIG_FEAT, TILE_KEYS
 from features.rows.feature_set import FeatureSet
-from features.schema import COLLECTIONS, GRAPH_KEYS, SPLITS, collection_kind, is_tile
+from features.schema import COLLECTIONS, SPLITS, collection_kind, is_tile
 from features.rows.table import FeatureConfig, GraphStatic, graph_table
 
 CANDIDATE_KEYS = {"tile": TILE_KEYS[:4],

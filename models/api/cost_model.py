@@ -46,12 +46,12 @@ from models.api.graph_arrays import GraphArrays
 from models.api.graph_cache import GraphCache
 from models.api.graph_state import GraphState, Scorer, graph_key
 from models.api.model_choice import DEFAULT_COLLECTION, MissingModelError, choose_collection
-from models.api.reference import (DRAWN, DrawnReferenceWarning, distinct, drawn_message,
+from models.api.reference import (DrawnReferenceWarning, distinct, drawn_message,
                                   shortfall, too_few_message)
 from models.api.refine import UpdateResult
 from models.api.saved_state import LearntGraph, SavedState
 from models.api.trained_run import TrainedRun, trained_on_sample
-from features.graph.layout_space import drawn_reference
+from features.graph.layout_space import REFERENCE_CONFIGS, drawn_reference
 from features.rows.table import fixed_reference
 
 # What rank does with candidates whose layouts no tensor can have: refuse them, or score them -inf
@@ -136,7 +136,9 @@ class CostModel:
         graph's own space instead (DrawnReferenceWarning), one of fewer than 2 tiles, or too
         small a reference=, is a ValueError saying what to pass. A graph dropped from the cache
         (see `cache_size`) gets a new reference when it comes back, unless `reference=` is
-        passed again. `collection` picks the model
+        passed again. A run trained with a fixed reference (FeatureConfig.reference "drawn")
+        has its own for every layout graph: reference= changes nothing. `collection` picks the
+        model
         (default tile:xla / layout:xla:random; a FamilyMismatchWarning when the graph looks
         like the other family); `name` stands for a file stem (graph id) and names the input in
         errors (DataFormatError).
@@ -267,7 +269,7 @@ class CostModel:
         own = getattr(g, config_key(g.collection))
         fixed = fixed_reference(g, self.trained.settings)
         if fixed is not None:    # the run's rows were set against it: it is every graph's
-            return fixed.node_config_feat, f"the run's fixed reference ({DRAWN} drawn layouts)"
+            return fixed.node_config_feat, f"the run's fixed reference ({REFERENCE_CONFIGS} drawn layouts)"
         if reference is None:
             need = shortfall(g, own)
             if not need:
@@ -277,7 +279,7 @@ class CostModel:
             warnings.warn(drawn_message(g, distinct(own), need), DrawnReferenceWarning,
                           stacklevel=5)
             return (self._checked(g, drawn_reference(g)),
-                    f"{DRAWN} layouts drawn from its layout space")
+                    f"{REFERENCE_CONFIGS} layouts drawn from its layout space")
         configs = self._checked(g, reference)
         need = 0 if restore else shortfall(g, configs)
         if need:

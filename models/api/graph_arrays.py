@@ -14,7 +14,7 @@ from features import Graph
 from features.schema import GRAPH_KEYS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)   # arrays: no elementwise ==
 class GraphArrays:
     node_feat: np.ndarray               # (n, 140) float
     node_opcode: np.ndarray             # (n,) int

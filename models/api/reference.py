@@ -20,8 +20,6 @@ from features.graph.layout_space import (PERM_COUNT, REFERENCE_CONFIGS, REFERENC
 
 MIN_LAYOUT = 20      # distinct configs a layout reference needs (fewer if the space has fewer)
 MIN_TILE = 2         # a tile graph's candidates may be all it has: two at least, for a scale
-DRAWN = REFERENCE_CONFIGS   # configs of a drawn reference, as many as the tuner's
-SEED = REFERENCE_SEED
 
 
 class DrawnReferenceWarning(UserWarning):
@@ -57,8 +55,8 @@ def drawn_message(g: Graph, n: int, need: int) -> str:
     kind = ("around the compiler default, as a 'default' collection's search"
             if g.collection.endswith(":default") else "random")
     return (f"{g.graph_id}: the graph's first call brought {n} distinct config(s), too few to "
-            f"fix its statistics and scale (it needs {need}); its reference is {DRAWN} valid "
-            f"layouts of its own layout space instead ({kind}; seed {SEED}, the same whichever "
+            f"fix its statistics and scale (it needs {need}); its reference is {REFERENCE_CONFIGS} valid "
+            f"layouts of its own layout space instead ({kind}; seed {REFERENCE_SEED}, the same whichever "
             f"call comes first). Pass reference= (a uniform sample of your search space) to "
             f"choose it")
 

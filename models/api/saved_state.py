@@ -22,7 +22,7 @@ from models.api.refine import Refinement
 SAVED = "cost_model.json"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)   # arrays: no elementwise ==
 class LearntGraph:
     """One graph as a CostModel keeps it between sessions."""
     arrays: GraphArrays

@@ -70,7 +70,8 @@ def cache_option(holds: str):
 
 FEATURES_HELD = "feature rows (features/), int8 copies of node_config_feat (packed/) and, " \
                 "when no data is found, the generated sample (sample/)"
-RUNS_FOUND = "where trained runs are found (runs/; without --run the newest is used)"
+RUNS_FOUND = ("where trained runs are found (runs/; without --run the newest fitting one, as "
+              "--run says)")
 
 
 def worker_options(p) -> None:
@@ -169,7 +170,8 @@ def submit_options(p) -> None:
     p.add_argument("--run", type=run_arg, action="append", default=[],
                    metavar="[COLLECTION=]DIR",
                    help="run serving every collection, or one (repeatable; default: per "
-                        "collection the newest run that fits)")
+                        "collection the newest run that fits, one whose rows had each file's "
+                        "own configs as their reference first)")
     p.add_argument("--allow-other-data", action="store_true",
                    help="accept runs trained on other data (e.g. the generated sample)")
     p.add_argument("--out", type=Path, default=Path("submission.csv"), metavar="FILE",
@@ -183,7 +185,8 @@ def rank_options(p) -> None:
                    help="with an HLO program: the layouts to rank, (c, nc, 18) integers -1..5 "
                         "in a .npy, or an npz holding node_config_feat (default: none)")
     p.add_argument("--run", type=Path, metavar="DIR",
-                   help="run directory (default: the newest under --cache-dir)")
+                   help="run directory (default: the newest under --cache-dir whose rows had "
+                        "each file's own configs as their reference, else the newest)")
     p.add_argument("--top", type=at_least(1), metavar="K",
                    help="configs to print (default: tile 5, layout all)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -277,7 +280,8 @@ def tune_options(p) -> None:
                    help="best.npy, best.json, progress.png and the state a rerun resumes from; "
                         "one tune at a time runs in it (no default: required)")
     p.add_argument("--run", type=Path, metavar="DIR",
-                   help="run directory (default: the newest under --cache-dir)")
+                   help="run directory (default: the newest under --cache-dir trained with "
+                        "--feature reference=drawn, the tuner's run, else the newest)")
     p.add_argument("--seed", type=at_least(0), default=0,
                    help="the search's seed (default: %(default)s)")
     layouts = [c for c in COLLECTIONS if not is_tile(c)]

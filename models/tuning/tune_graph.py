@@ -25,8 +25,9 @@ def tune_graph(model: CostModel, measure: Callable, *, budget: int, node_feat, n
                settings: TuneSettings = TuneSettings(), learn: bool = True) -> TuneResult:
     """Find a fast config of a graph in at most `budget` measurements. `measure(configs)`
     takes (k, nc, 18) int8 layout configs and returns k runtimes (any unit, lower = faster).
-    From the compiler default (all -1), rounds of evolution screened by `model` (valid
-    mutations and crossover), a batch measured and learnt from (`model.update`), the best few
+    From the compiler default (all -1), rounds of candidates proposed by the search strategy
+    `settings.strategy` (evolution by default: valid mutations and crossover) and screened by
+    `model`, a batch measured and learnt from (`model.update`), the best few
     measured again at the end (tuner.py). TuneResult: `best` (nc, 18), `configs` and
     `runtimes` (everything measured, in order). Tile: config_feat (c, 24) are the candidates,
     ranked and measured best first. The layout model is the graph family's default-collection

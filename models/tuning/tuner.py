@@ -151,7 +151,7 @@ def tune_pool(measure: Callable, candidates: np.ndarray, model: Any, budget: int
     """Tune over a fixed list of candidates (tile kernels: their config_feat rows; tune-sim: a
     layout file's configs): rounds of the best-scored unmeasured ones, measured and learnt from;
     the first candidate stands for the default in the result. `tile`: no random picks
-    (exploring_rng)."""
+    (exploring_rng). The candidates are fixed: settings.strategy proposes nothing here."""
     ledger = Ledger(measure, budget)
     rng = exploring_rng(tile, seed)
     reserve, rounds = _reserve(min(budget, len(candidates)), settings), 0
