@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -80,13 +81,12 @@ def test_an_unknown_reference_is_refused_naming_the_known_ones():
         FeatureConfig(reference="pool")
 
 
-def _two_runs(tmp_path, drawn_run, trained_run):
-    """A runs/ directory holding both runs, the file-reference one the newer."""
-    runs = tmp_path / "runs"
-    for age, run in ((100, drawn_run), (0, trained_run)):
+def _two_runs(tmp_path, older, newer):
+    """A runs/ directory holding copies of both runs, `newer` the newer whenever each was made."""
+    runs, now = tmp_path / "runs", time.time()
+    for age, run in ((100, older), (0, newer)):
         shutil.copytree(run, runs / run.name)
-        when = (runs / run.name / "run.json").stat().st_mtime + 1000 - age
-        os.utime(runs / run.name / "run.json", (when, when))
+        os.utime(runs / run.name / "run.json", (now - age, now - age))
     return runs
 
 
