@@ -202,6 +202,10 @@ def test_the_outputs_say_what_was_found_and_how(trained_run, program, measure_sc
     assert record["made_by"]["seed"] == 0 and record["made_by"]["run"] == str(trained_run)
     assert record["made_by"]["settings"]["batch"] == TuneSettings.batch
     assert record["measurements"] == 20
+    evidence = record["evidence"]     # the best other config against the default
+    returned = record["best"] != [[-1] * 18] * nc
+    assert evidence is None or (set(evidence) == {"speedup", "z", "needed"}
+                                and (evidence["z"] > evidence["needed"]) == returned)
     assert np.array_equal(np.array(record["best"], np.int8), best)
     assert record["best_runtime"] <= record["default_runtime"]
     assert (out / "progress.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -392,3 +396,11 @@ def test_a_failed_start_leaves_no_lock_or_state(trained_run, program, tmp_path):
     assert failed.returncode == 2 and "exited with status 4" in failed.stderr
     assert "measurements made before it: 0" in failed.stderr and "kept in" not in failed.stderr
     assert not (out / "state").exists()
+
+
+def test_a_kept_default_is_said_with_what_was_found_and_how_sure():
+    from models.tuning.job import evidence_line
+    from models.tuning.tuner import Evidence
+    line = evidence_line(Evidence(speedup=1.0138, z=0.97, needed=1.96))
+    assert line.startswith("kept the compiler default") and "1.014x faster" in line
+    assert "1.0 standard errors" in line and "2.0 were needed" in line

@@ -21,7 +21,7 @@ from models.tuning.database import (LOG, MeasurementLog, Replaying, discard_stat
 from models.tuning.progress import progress_png, progress_printer
 from models.tuning.runner import MeasureCommandError, echo_once, run_command
 from models.tuning.tune_graph import tune_graph
-from models.tuning.tuner import TuneResult, TuneSettings
+from models.tuning.tuner import Evidence, TuneResult, TuneSettings
 
 
 def load_program(path: Path) -> dict[str, np.ndarray]:
@@ -85,12 +85,20 @@ def _tune_owned(model: Any, job: TuneJob, run: str, graph: dict, log) -> TuneRes
     return result
 
 
+def evidence_line(e: Evidence) -> str:
+    """What a search that kept the default found, and how sure that is."""
+    return (f"kept the compiler default: the best other config measured {e.speedup:.3f}x "
+            f"faster, {e.z:.1f} standard errors of the noise where {e.needed:.1f} were needed to "
+            f"return it (best.json 'evidence'); a larger --budget measures it again")
+
+
 def write_outputs(job: TuneJob, result: TuneResult, run: str, identity: dict) -> None:
     out = Path(job.out)
     _atomic(out / "best.npy", lambda p: np.save(p, result.best))
     record = {"program": str(job.program), "best_runtime": result.best_runtime,
               "default_runtime": result.default_runtime, "speedup": result.speedup,
               "measurements": int(len(result.runtimes)), "rounds": result.rounds,
+              "evidence": None if result.evidence is None else asdict(result.evidence),
               "made_by": {"run": run, "seed": job.seed, "budget": job.budget,
                           "collection": job.collection, "measure": job.command,
                           "settings": identity["settings"]},

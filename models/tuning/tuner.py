@@ -57,6 +57,19 @@ class TuneSettings:
         check_strategy(self.strategy)
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """The best config other than the default, against it at the end of a search: what it
+    measured and how sure that is (a config is returned only when z > needed)."""
+    speedup: float      # the default's runtime over its (geometric means, unflattered)
+    z: float            # standard errors of the difference it is faster by
+    needed: float       # the z it had to pass (TuneSettings.margin, raised for its rivals)
+
+    @property
+    def confirmed(self) -> bool:
+        return self.z > self.needed
+
+
 @dataclass
 class TuneResult:
     best: np.ndarray            # (nc, 18) int8 (tile: (24,)) the fastest config, confirmed
@@ -66,6 +79,8 @@ class TuneResult:
     runtimes: np.ndarray        # (m,) their runtimes, as measure returned them
     rounds: int = 0
     settings: dict = field(default_factory=dict)
+    # the best other config against the default (None: the default measured fastest, or none)
+    evidence: Evidence | None = None
 
     @property
     def speedup(self) -> float:
@@ -233,19 +248,17 @@ def _unflattered(ledger: Ledger, key: int, default: int | None) -> np.ndarray:
     return logs if key == default or logs.size < 2 else logs[1:]
 
 
-def _beats(ledger: Ledger, key: int, default: int, z: float) -> bool:
-    """Whether config `key` is faster than the default by more than z standard errors of the
-    difference of their mean log runtimes (noise from configs measured more than once, at
-    least MIN_NOISE): a config flattered by its noise is not returned over the default."""
-    if key == default:
-        return False
+def _advantage(ledger: Ledger, key: int, default: int) -> float:
+    """How many standard errors of the difference of their mean log runtimes config `key` is
+    faster than the default by (noise from configs measured more than once, at least
+    MIN_NOISE): a config flattered by its noise is not returned over the default."""
     pairs = [v - v.mean() for v in (np.log([ledger.runtimes[i] for i in runs])
                                     for runs in ledger.runs.values()) if v.size > 1]
     dof = sum(v.size - 1 for v in pairs)
     noise = max(np.sqrt(sum((v ** 2).sum() for v in pairs) / dof) if dof else 0.0, MIN_NOISE)
     mine, base = _unflattered(ledger, key, default), _unflattered(ledger, default, default)
     se = noise * np.sqrt(1 / mine.size + 1 / base.size)
-    return bool(base.mean() - mine.mean() > z * se)
+    return float((base.mean() - mine.mean()) / se)
 
 
 def _corrected(z: float, m: int) -> float:
@@ -264,9 +277,14 @@ def _confirmed(ledger: Ledger, default: int | None, s: TuneSettings, rounds: int
     best = _least(ledger, repeated, default) if repeated else ledger.ranked()[0]
     # the configs the best was chosen among: those re-measured, else every one measured
     rivals = sum(k != default for k in (repeated or ledger.runs))
-    if default is not None and not _beats(ledger, best, default, _corrected(s.margin, rivals)):
-        best = default
-    return TuneResult(best=ledger.config(best),
+    evidence = None
+    if default is not None and best != default:
+        evidence = Evidence(float(np.exp(_unflattered(ledger, default, default).mean()
+                                         - _unflattered(ledger, best, default).mean())),
+                            _advantage(ledger, best, default), _corrected(s.margin, rivals))
+        if evidence.z <= evidence.needed:
+            best = default
+    return TuneResult(best=ledger.config(best), evidence=evidence,
                       best_runtime=float(np.exp(_unflattered(ledger, best, default)).mean()),
                       default_runtime=ledger.mean(default) if default is not None
                       else float("nan"),
