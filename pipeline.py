@@ -218,7 +218,8 @@ def cmd_tune(args) -> int:
     """Find a fast layout of one program, measuring with your command (resumable)."""
     from features.rows.compiled import compile_notice
     from models.api import CostModel
-    from models.training.run_files import FILE_REFERENCE_NOTE, latest_run
+    from models.cli.messages import FILE_REFERENCE_NOTE
+    from models.training.run_files import latest_run
     from models.tuning.database import check_free
     from models.tuning.job import TuneJob, evidence_line, tune_program
     from models.tuning.tuner import TuneSettings
@@ -253,7 +254,9 @@ def cmd_live_search(args) -> int:
     if args.out:
         check_file(args.out)   # before the searches' minutes, not after
     model, root = inputs(args)
-    result = search_all(args, model, root)
+    with recorded_warnings() as caught:   # said as lines once the searches end
+        result = search_all(args, model, root)
+    warning_lines(caught)
     print(format_table(result))
     if args.out:
         write_result(args.out, result)

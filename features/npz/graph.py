@@ -81,8 +81,8 @@ class Graph(NamedTuple):
         runtime = np.zeros(c, np.int64) if runtime is None else np.asarray(runtime)
         held = dict(config_runtime=runtime, config_index=None, row_hashes=None, config_slots=None)
         if is_tile(self.collection):
-            return self._replace(config_feat=configs, config_runtime_normalizers=np.ones(c, np.int64),
-                                 **held)
+            return self._replace(config_feat=configs,
+                                 config_runtime_normalizers=np.ones(c, np.int64), **held)
         return self._replace(node_config_feat=configs, **held)
 
     def slots(self) -> np.ndarray:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-KINDS = ("tile", "layout")     # schema.collection_kind
+from features.schema import COLLECTIONS, collection_kind
+
+KINDS = tuple(sorted({collection_kind(c) for c in COLLECTIONS}))
 
 # (kind, feature_set) -> extractor
 EXTRACTORS: dict[tuple[str, str], Callable] = {}

@@ -269,7 +269,8 @@ class CostModel:
         own = getattr(g, config_key(g.collection))
         fixed = fixed_reference(g, self.trained.settings)
         if fixed is not None:    # the run's rows were set against it: it is every graph's
-            return fixed.node_config_feat, f"the run's fixed reference ({REFERENCE_CONFIGS} drawn layouts)"
+            return (fixed.node_config_feat,
+                    f"the run's fixed reference ({REFERENCE_CONFIGS} drawn layouts)")
         if reference is None:
             need = shortfall(g, own)
             if not need:

@@ -55,10 +55,10 @@ def drawn_message(g: Graph, n: int, need: int) -> str:
     kind = ("around the compiler default, as a 'default' collection's search"
             if g.collection.endswith(":default") else "random")
     return (f"{g.graph_id}: the graph's first call brought {n} distinct config(s), too few to "
-            f"fix its statistics and scale (it needs {need}); its reference is {REFERENCE_CONFIGS} valid "
-            f"layouts of its own layout space instead ({kind}; seed {REFERENCE_SEED}, the same whichever "
-            f"call comes first). Pass reference= (a uniform sample of your search space) to "
-            f"choose it")
+            f"fix its statistics and scale (it needs {need}); its reference is "
+            f"{REFERENCE_CONFIGS} valid layouts of its own layout space instead ({kind}; seed "
+            f"{REFERENCE_SEED}, the same whichever call comes first). Pass reference= (a "
+            f"uniform sample of your search space) to choose it")
 
 
 def too_few_message(g: Graph, n: int, need: int, given: bool) -> str:

@@ -29,3 +29,11 @@ def error_text(exc: BaseException) -> str:
         also = f" -> {exc.filename2}" if exc.filename2 is not None else ""
         return f"{exc.filename}{also}: {exc.strerror}"
     return str(exc)
+
+
+# Said by `tune` when its run's rows were set against each file's own configs
+FILE_REFERENCE_NOTE = (
+    "note: this run's statistics come from each graph's reference configs, so its view of a "
+    "layout moves with the configs a search holds; a run trained with `--feature "
+    "reference=drawn` (on the default collections) ranks a search's layouts better, and tune "
+    "takes the newest such run when --run is not given")

@@ -58,14 +58,6 @@ def _fixed(run_dir: Path) -> bool | None:
         return None
 
 
-# Said by `tune` when its run's rows were set against each file's own configs
-FILE_REFERENCE_NOTE = (
-    "note: this run's statistics come from each graph's reference configs, so its view of a "
-    "layout moves with the configs a search holds; a run trained with `--feature "
-    "reference=drawn` (on the default collections) ranks a search's layouts better, and tune "
-    "takes the newest such run when --run is not given")
-
-
 def load_models(run_dir: Path, collection: str) -> list:
     """The collection's models: each seed's ranker, then each seed's partner if any."""
     record = RunRecord.read(run_dir)

@@ -282,7 +282,7 @@ def _confirmed(ledger: Ledger, default: int | None, s: TuneSettings, rounds: int
         evidence = Evidence(float(np.exp(_unflattered(ledger, default, default).mean()
                                          - _unflattered(ledger, best, default).mean())),
                             _advantage(ledger, best, default), _corrected(s.margin, rivals))
-        if evidence.z <= evidence.needed:
+        if not evidence.confirmed:
             best = default
     return TuneResult(best=ledger.config(best), evidence=evidence,
                       best_runtime=float(np.exp(_unflattered(ledger, best, default)).mean()),
