@@ -221,7 +221,7 @@ def cmd_tune(args) -> int:
     from models.cli.messages import FILE_REFERENCE_NOTE
     from models.training.run_files import latest_run
     from models.tuning.database import check_free
-    from models.tuning.job import TuneJob, evidence_line, tune_program
+    from models.tuning.job import TuneJob, kept_default_line, tune_program
     from models.tuning.tuner import TuneSettings
     check_dir(args.out)      # before the model loads and anything is measured
     check_free(args.out)     # another tune running in it: refused before the model loads too
@@ -242,8 +242,8 @@ def cmd_tune(args) -> int:
     print(f"best: {result.best_runtime:.6g} against the default's {result.default_runtime:.6g} "
           f"({result.speedup:.3f}x faster), {len(result.runtimes)} measurements; wrote "
           f"{args.out}/best.npy, best.json, progress.png")
-    if result.evidence is not None and not result.evidence.confirmed:
-        print(evidence_line(result.evidence))
+    if result.verdict is not None:
+        print(kept_default_line(result.verdict, result.evidence))
     return 0
 
 

@@ -26,7 +26,7 @@ from models.api import CostModel
 from models.tuning.database import LOG, MeasurementLog
 from models.tuning.job import TuneJob, tune_program
 from models.tuning.runner import MeasureCommandError, run_command
-from models.tuning.tuner import TuneSettings
+from models.tuning.tuner import CAUSES, TuneSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 HLO = ROOT / "tests" / "data" / "hlo" / "jax_conv_dot.hlo"
@@ -206,6 +206,10 @@ def test_the_outputs_say_what_was_found_and_how(trained_run, program, measure_sc
     returned = record["best"] != [[-1] * 18] * nc
     assert evidence is None or (set(evidence) == {"speedup", "z", "needed"}
                                 and (evidence["z"] > evidence["needed"]) == returned)
+    kept = record["kept_default"]     # why the default was kept, when it was
+    assert (kept is None) == returned
+    assert kept is None or (kept["cause"] in CAUSES and kept["picks"] > 0
+                            and (kept["cause"] == "unconfirmed") == (evidence is not None))
     assert np.array_equal(np.array(record["best"], np.int8), best)
     assert record["best_runtime"] <= record["default_runtime"]
     assert (out / "progress.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -399,8 +403,14 @@ def test_a_failed_start_leaves_no_lock_or_state(trained_run, program, tmp_path):
 
 
 def test_a_kept_default_is_said_with_what_was_found_and_how_sure():
-    from models.tuning.job import evidence_line
-    from models.tuning.tuner import Evidence
-    line = evidence_line(Evidence(speedup=1.0138, z=0.97, needed=1.96))
+    from models.tuning.job import kept_default_line
+    from models.tuning.tuner import Evidence, Verdict
+    e = Evidence(speedup=1.0138, z=0.97, needed=1.96)
+    line = kept_default_line(Verdict("unconfirmed", 90, 40, 3), e)
     assert line.startswith("kept the compiler default") and "1.014x faster" in line
     assert "1.0 standard errors" in line and "2.0 were needed" in line
+    line = kept_default_line(Verdict("mispredicted", 90, 37, 0), None)
+    assert "expected 37 of the 90 configs it chose to beat it" in line
+    assert "misjudges this program" in line
+    line = kept_default_line(Verdict("none predicted", 90, 0, 0), None)
+    assert "expected none of the 90 configs" in line

@@ -267,7 +267,40 @@ def test_a_noisy_search_never_returns_a_slower_config_than_the_default():
             said += 1
             assert not e.confirmed and e.z <= e.needed, seed
             assert e.needed > TuneSettings.margin and 0.97 < e.speedup < 1.03, seed
+        # why: a flattered config the confirmation did not trust, else nothing measured faster
+        v = result.verdict
+        assert v.cause == ("unconfirmed" if e is not None else v.cause), seed
+        assert v.picks == len(result.runtimes) - 1 - TuneSettings.confirm - 1, seed
     assert said >= 2
+
+
+class Pessimist:
+    """Believes every set group costs 1%, as the truth of measure_of({}) says: the default is
+    the fastest config, and it knows it."""
+
+    def score(self, configs):
+        return -log_runtime(configs, {}), np.zeros(len(configs))
+
+    def learn(self, configs, runtimes):
+        return None
+
+
+@pytest.mark.parametrize("model, cause", [(Frozen(Believed()), "mispredicted"),
+                                          (Pessimist(), "none predicted")])
+def test_a_kept_default_says_whether_the_model_expected_faster_configs(model, cause):
+    """Every layout is truly slower than the default (noiseless): a model that believes some
+    are 5% faster chose them and measured every one slower ("mispredicted"); a model that
+    knows the truth expected none faster ("none predicted"). The counts are the search's own."""
+    space = LayoutSpace(RANKS)
+    result = tune(measure_of({}), space, model, 40, seed=1, settings=TuneSettings(
+        search=SMALL_SEARCH))
+    v = result.verdict
+    assert (result.best == -1).all() and result.evidence is None
+    assert v.cause == cause and v.measured_faster == 0
+    assert v.picks == len(result.runtimes) - 1 - TuneSettings.confirm - 1
+    believed = -log_runtime(result.configs[1:1 + v.picks], Believed().believed) > 0
+    assert v.predicted_faster == (believed.sum() if cause == "mispredicted" else 0)
+    assert (v.predicted_faster > v.picks // 2) == (cause == "mispredicted")
 
 
 def test_a_returned_config_carries_the_evidence_that_beat_the_default():
@@ -278,6 +311,7 @@ def test_a_returned_config_carries_the_evidence_that_beat_the_default():
                   settings=TuneSettings(search=SMALL_SEARCH, confirm=3))
     e = result.evidence
     assert result.speedup > 1.03 and e.confirmed and e.z > e.needed
+    assert result.verdict is None      # a config was returned: no default to explain
     assert abs(np.log(e.speedup) - np.log(result.speedup)) < 0.01
 
 

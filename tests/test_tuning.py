@@ -625,3 +625,25 @@ def test_a_live_search_whose_fold_rows_cannot_be_built_ends_in_one_line(trained_
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and not out.exists()
     assert err.startswith("error: ") and str(tmp_path / "file") in err
+
+
+def test_a_live_search_counts_the_kept_defaults_by_why():
+    """Each search's kept defaults, counted by Verdict.cause over graphs and seeds, in the
+    summary and its table; a search whose record has no causes (older results) shows '-'."""
+    from models.evaluation.live_search import summarise
+    from models.reporting.live_search_table import format_table
+    graphs = [{"family": "bert", "genetic": 0.9, "updated": [1.0, 0.95],
+               "updated_kept": ["mispredicted", None]},
+              {"family": "bert", "genetic": 0.9, "updated": [1.0, 1.0],
+               "updated_kept": ["unconfirmed", "mispredicted"]}]
+    summary = summarise(graphs, [0, 1], ["updated"])
+    assert summary["updated"]["kept_default"] == {"unconfirmed": 1, "mispredicted": 2,
+                                                  "none predicted": 0}
+    table = format_table({"budget": 100, "seeds": [0, 1], "searches": ["updated"],
+                          "families": {"bert": {**summary, "graphs": graphs}}})
+    row = next(line for line in table.splitlines() if line.startswith("bert (2)"))
+    assert row.endswith("1 / 2 / 0") and "kept default" in table
+    del summary["updated"]["kept_default"]
+    table = format_table({"budget": 100, "seeds": [0, 1], "searches": ["updated"],
+                          "families": {"bert": {**summary, "graphs": graphs}}})
+    assert next(line for line in table.splitlines() if line.startswith("bert (2)")).endswith("-")

@@ -51,7 +51,7 @@ from models.reporting.live_search_table import geomean
 from models.training.family_split import graph_family
 from models.training.fold_models import fold_models
 from models.tuning.tune_graph import search_reference, tune_graph
-from models.tuning.tuner import Blind, Bound, TuneSettings, tune
+from models.tuning.tuner import CAUSES, Blind, Bound, TuneSettings, tune
 
 SEARCHES = ("updated", "frozen", "blind", "bound")
 COLLECTIONS = ("layout:xla:default", "layout:nlp:default")
@@ -155,17 +155,19 @@ def graph_results(model, hw_run, path, collection, args, settings) -> dict:
     at = sorted({*[n for n in args.at if n < args.budget], args.budget})
     out["at"] = at
     for search in args.searches:
-        found, measured, near = [], [], []
+        found, measured, near, kept = [], [], [], []
         for seed in args.seeds:
             r, taught = one_search(model, hw, search, args.budget, seed, collection, settings,
                                    zlib.crc32(path.stem.encode()))
             found.append(found_at(hw, r, at))
             measured.append(int(len(r.runtimes)))
+            kept.append(None if r.verdict is None else r.verdict.cause)
             if search == "updated":
                 near.append(near_check(model, taught, hw, r, collection, seed, settings))
         out[search] = [f[-1] for f in found]      # per seed, at the whole budget
         out[f"{search}_at"] = found               # per seed, at each budget of `at`
         out[f"{search}_measured"] = measured
+        out[f"{search}_kept"] = kept              # per seed, why the default was kept (None: not)
         if search == "updated":
             out["near"] = near
     return out
@@ -196,14 +198,18 @@ def genetic_best(hw: Hardware, path: Path) -> float:
 
 
 def summarise(graphs: list[dict], seeds, searches) -> dict:
-    """Per search: the geometric mean over graphs of best / default, per seed and overall, and
-    how many returned bests are slower than the default."""
+    """Per search: the geometric mean over graphs of best / default, per seed and overall, how
+    many returned bests are slower than the default, and how many searches kept the default,
+    by why (tuner.CAUSES)."""
     out = {}
     for search in searches:
         per_seed = [geomean([g[search][i] for g in graphs]) for i in range(len(seeds))]
         out[search] = {"geomean": geomean([v for g in graphs for v in g[search]]),
                        "per_seed": per_seed,
-                       "slower_than_default": sum(v > 1 for g in graphs for v in g[search])}
+                       "slower_than_default": sum(v > 1 for g in graphs for v in g[search]),
+                       "kept_default": {c: sum(k == c for g in graphs
+                                               for k in g.get(f"{search}_kept", []))
+                                        for c in CAUSES}}
     out["genetic"] = geomean([g["genetic"] for g in graphs])
     return out
 

@@ -20,13 +20,15 @@ def format_table(result: dict) -> str:
              + (f"models without the graph's family, {result['folds']} folds"
                 if result.get("folds", 0) >= 2 else "the valid graphs")
              + "); THE STAND-IN IS A MODEL, NOT A TPU",
-             f"{'family':<20} {'search':<8} {'geomean':>8}  per seed{'':<16} slower than default"]
+             f"{'family':<20} {'search':<8} {'geomean':>8}  per seed{'':<16} slower than default"
+             f"  kept default: unconfirmed / mispredicted / none predicted"]
     for family, f in result["families"].items():
         for i, s in enumerate(searches):
             label = f"{family} ({len(f['graphs'])})" if i == 0 else ""
             seeds = " ".join(f"{v:.3f}" for v in f[s]["per_seed"])
+            kept = " / ".join(str(n) for n in f[s].get("kept_default", {}).values()) or "-"
             lines.append(f"{label:<20} {s:<8} {f[s]['geomean']:>8.3f}  {seeds:<24} "
-                         f"{f[s]['slower_than_default']}")
+                         f"{f[s]['slower_than_default']:<19}  {kept}")
         lines.append(f"{'':<20} {'genetic':<8} {f['genetic']:>8.3f}  (the file's fastest-"
                      f"measured config, thousands of measurements)")
     graphs = [g for f in result["families"].values() for g in f["graphs"]]

@@ -21,7 +21,7 @@ from models.tuning.database import (LOG, MeasurementLog, Replaying, discard_stat
 from models.tuning.progress import progress_png, progress_printer
 from models.tuning.runner import MeasureCommandError, echo_once, run_command
 from models.tuning.tune_graph import tune_graph
-from models.tuning.tuner import Evidence, TuneResult, TuneSettings
+from models.tuning.tuner import Evidence, TuneResult, TuneSettings, Verdict
 
 
 def load_program(path: Path) -> dict[str, np.ndarray]:
@@ -85,6 +85,20 @@ def _tune_owned(model: Any, job: TuneJob, run: str, graph: dict, log) -> TuneRes
     return result
 
 
+def kept_default_line(v: Verdict, e: Evidence | None) -> str:
+    """Why a search kept the compiler default (Verdict.cause), with what it found."""
+    if v.cause == "unconfirmed":
+        return evidence_line(e)
+    chose = f"{v.picks} configs it chose"
+    if v.cause == "mispredicted":
+        return (f"kept the compiler default: the model expected {v.predicted_faster} of the "
+                f"{chose} to beat it and none did beyond the noise (best.json 'kept_default'): "
+                f"it misjudges this program; a larger --budget teaches it more")
+    return (f"kept the compiler default: the model expected none of the {chose} to beat it "
+            f"and none did beyond the noise (best.json 'kept_default'): the default may be the "
+            f"best this search reaches")
+
+
 def evidence_line(e: Evidence) -> str:
     """What a search that kept the default found, and how sure that is."""
     return (f"kept the compiler default: the best other config measured {e.speedup:.3f}x "
@@ -99,6 +113,7 @@ def write_outputs(job: TuneJob, result: TuneResult, run: str, identity: dict) ->
               "default_runtime": result.default_runtime, "speedup": result.speedup,
               "measurements": int(len(result.runtimes)), "rounds": result.rounds,
               "evidence": None if result.evidence is None else asdict(result.evidence),
+              "kept_default": None if result.verdict is None else asdict(result.verdict),
               "made_by": {"run": run, "seed": job.seed, "budget": job.budget,
                           "collection": job.collection, "measure": job.command,
                           "settings": identity["settings"]},

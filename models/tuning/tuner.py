@@ -70,6 +70,25 @@ class Evidence:
         return self.z > self.needed
 
 
+CAUSES = {   # why a search kept the compiler default, read from its own record (Verdict.cause)
+    "unconfirmed": "a config measured faster, short of the confirmation's margin",
+    "mispredicted": "the model expected faster configs, and none measured faster",
+    "none predicted": "the model expected none of the configs proposed to beat the default",
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Why a search kept the compiler default: its confirmation (a faster config measured,
+    not trusted), its model (configs it scored above the default measured slower), or nothing
+    the search proposed scored above the default (the model's view or the search's reach)."""
+    cause: str              # a key of CAUSES
+    picks: int              # configs the model chose and had measured (the default's and the
+                            # confirmation's measurements not among them)
+    predicted_faster: int   # of them, scored above the default when chosen
+    measured_faster: int    # of them, measured faster than the default's mean
+
+
 @dataclass
 class TuneResult:
     best: np.ndarray            # (nc, 18) int8 (tile: (24,)) the fastest config, confirmed
@@ -81,6 +100,7 @@ class TuneResult:
     settings: dict = field(default_factory=dict)
     # the best other config against the default (None: the default measured fastest, or none)
     evidence: Evidence | None = None
+    verdict: Verdict | None = None    # why the default was kept (None: another was returned)
 
     @property
     def speedup(self) -> float:
@@ -106,23 +126,29 @@ class Ledger:
         self.configs: list[np.ndarray] = []
         self.runtimes: list[float] = []
         self.runs: dict[int, list[int]] = {}
+        # per measurement, the model's score of the config over the default's when it was
+        # chosen (NaN: the default, the confirmation's re-measurements)
+        self.expected: list[float] = []
 
     @property
     def left(self) -> int:
         return self.budget - len(self.runtimes)
 
-    def measure(self, configs: np.ndarray) -> np.ndarray:
-        """The runtimes of configs (k, ...) from the user's measure, checked and recorded."""
+    def measure(self, configs: np.ndarray, expected: np.ndarray | None = None) -> np.ndarray:
+        """The runtimes of configs (k, ...) from the user's measure, checked and recorded;
+        `expected`: the model's score of each over the default's, when it chose them."""
         if len(configs) > self.left:
             raise RuntimeError(f"{len(configs)} measurements asked for, {self.left} left")
         out = np.asarray(self.measure_fn(np.ascontiguousarray(configs)), np.float64).reshape(-1)
         if out.size != len(configs) or not np.all(np.isfinite(out)) or np.any(out <= 0):
             raise MeasureError(f"measure must return {len(configs)} finite positive runtimes "
                                f"for {len(configs)} configs; got {out.size} values {out[:4]}")
-        for key, config, r in zip(config_keys(configs), configs, out):
+        gains = np.full(len(configs), np.nan) if expected is None else expected
+        for key, config, r, gain in zip(config_keys(configs), configs, out, gains):
             self.runs.setdefault(key, []).append(len(self.runtimes))
             self.configs.append(np.array(config))
             self.runtimes.append(float(r))
+            self.expected.append(float(gain))
         return out
 
     def mean(self, key: int) -> float:
@@ -154,7 +180,8 @@ def tune(measure: Callable, space: LayoutSpace, model: Any, budget: int, *, seed
         if not picks.size:
             break
         configs = np.array(archive.configs)
-        model.learn(configs[picks], ledger.measure(configs[picks]))
+        over = np.array(archive.scores)[picks] - model.score(default)[0][0]
+        model.learn(configs[picks], ledger.measure(configs[picks], over))
         carry = _unmeasured(archive, ledger, settings.search.population)
         rounds += 1
     return _confirmed(ledger, config_keys(default)[0], settings, rounds)
@@ -172,11 +199,12 @@ def tune_pool(measure: Callable, candidates: np.ndarray, model: Any, budget: int
     reserve, rounds = _reserve(min(budget, len(candidates)), settings), 0
     while ledger.left > reserve and len(ledger.runs) < len(candidates):
         archive = Archive.empty()
-        archive.add(np.asarray(candidates), model.score)
+        scores = archive.add(np.asarray(candidates), model.score)
         picks = _choose(archive, ledger, min(settings.batch, ledger.left - reserve), settings,
                         rng)
         configs = np.array(archive.configs)
-        model.learn(configs[picks], ledger.measure(configs[picks]))
+        over = np.array(archive.scores)[picks] - scores[0]   # the first stands for the default
+        model.learn(configs[picks], ledger.measure(configs[picks], over))
         rounds += 1
     first = config_keys(np.asarray(candidates)[:1])[0]
     return _confirmed(ledger, first if first in ledger.runs else None, settings, rounds)
@@ -284,12 +312,29 @@ def _confirmed(ledger: Ledger, default: int | None, s: TuneSettings, rounds: int
                             _advantage(ledger, best, default), _corrected(s.margin, rivals))
         if not evidence.confirmed:
             best = default
-    return TuneResult(best=ledger.config(best), evidence=evidence,
+    verdict = _verdict(ledger, default, evidence) if best == default else None
+    return TuneResult(best=ledger.config(best), evidence=evidence, verdict=verdict,
                       best_runtime=float(np.exp(_unflattered(ledger, best, default)).mean()),
                       default_runtime=ledger.mean(default) if default is not None
                       else float("nan"),
                       configs=np.array(ledger.configs), runtimes=np.array(ledger.runtimes),
                       rounds=rounds, settings=asdict(s))
+
+
+def _verdict(ledger: Ledger, default: int, evidence: Evidence | None) -> Verdict | None:
+    """Why the default was kept, from the configs the model chose (None: it chose none)."""
+    expected = np.array(ledger.expected)
+    chosen = np.isfinite(expected)
+    chosen[ledger.runs[default]] = False     # a pool's first config stands for the default
+    picked = np.flatnonzero(chosen)
+    if not picked.size:
+        return None
+    base = _unflattered(ledger, default, default).mean()
+    slower = np.log(np.array(ledger.runtimes)[picked]) >= base
+    predicted = int((expected[picked] > 0).sum())
+    cause = ("unconfirmed" if evidence is not None else
+             "mispredicted" if predicted else "none predicted")
+    return Verdict(cause, int(picked.size), predicted, int((~slower).sum()))
 
 
 def _remeasure(ledger: Ledger, default: int | None, n: int) -> None:
