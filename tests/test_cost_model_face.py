@@ -15,8 +15,9 @@ from models.api import CostModel, GraphArrays, TrainedRun
 from models.api.saved_state import SavedState
 
 # The four verbs, and what a user reads: which run (description, trained), what was learnt
-# (state), the graphs kept (cache). Everything else is a function beside it (rank_file, fresh).
-FACE = {"load", "rank", "update", "save", "description", "trained", "state", "cache"}
+# (state), the graphs kept (cache), how a graph's reference grows with its measurements
+# (growth). Everything else is a function beside it (rank_file, fresh).
+FACE = {"load", "rank", "update", "save", "description", "trained", "state", "cache", "growth"}
 
 
 def test_cost_model_is_a_small_face():

@@ -13,12 +13,13 @@ from models.api.graph_arrays import GraphArrays
 from models.api.model_choice import program_collection
 from models.api.ranking_files import rank_file
 from models.api.refine import UpdateResult
+from models.api.reference_growth import Growth
 from models.api.saved_state import LearntGraph, SavedState
 from models.api.trained_run import TrainedRun
 from models.serving.predict import StaleRunError
 
 __all__ = ["CostModel", "DataFormatError", "DrawnReferenceWarning", "FamilyMismatchWarning",
-           "GraphArrays", "HloFormatError",
+           "GraphArrays", "Growth", "HloFormatError",
            "InvalidLayoutError", "LearntGraph", "MissingModelError", "NoConfigurableNodeError",
            "Ranking", "ReferenceCoverageWarning", "SampleTrainedWarning", "SavedState",
            "StaleRunError", "TrainedRun", "UpdateResult", "program_collection", "rank_file",

@@ -49,6 +49,7 @@ from models.api.model_choice import DEFAULT_COLLECTION, MissingModelError, choos
 from models.api.reference import (DrawnReferenceWarning, distinct, drawn_message,
                                   shortfall, too_few_message)
 from models.api.refine import UpdateResult
+from models.api.reference_growth import Growth
 from models.api.saved_state import LearntGraph, SavedState
 from models.api.trained_run import TrainedRun, trained_on_sample
 from features.graph.layout_space import REFERENCE_CONFIGS, drawn_reference
@@ -87,29 +88,32 @@ class Ranking:
 class CostModel:
     """Scores candidate configs of a graph with one trained model per collection."""
 
-    def __init__(self, trained: TrainedRun, *, cache_size: int = 8):
+    def __init__(self, trained: TrainedRun, *, cache_size: int = 8, growth: Growth = Growth()):
         self.trained = trained
         self.cache = GraphCache(cache_size)
+        self.growth = growth    # how a graph's reference grows with its measurements
 
     @classmethod
-    def load(cls, path: str | Path, *, cache_size: int = 8,
-             seeds: int | None = None) -> "CostModel":
+    def load(cls, path: str | Path, *, cache_size: int = 8, seeds: int | None = None,
+             growth: Growth = Growth()) -> "CostModel":
         """A run made by `pipeline.py train`, or a model saved by `save` (with its graphs'
         references and measurements); StaleRunError if the run was trained on other feature
         code or settings than the current ones. `description` names the run and its data; a
         SampleTrainedWarning if that was the generated sample. seeds: score with the run's
         first `seeds` seeds only (each seed's model costs time in every call), None: all of
-        them; a saved model keeps the seeds it was saved with."""
+        them; a saved model keeps the seeds it was saved with. growth: how a layout graph's
+        reference grows with its measurements (models/api/reference_growth.py;
+        Growth(elite=0): never)."""
         path = Path(path)
         if saved_state.is_saved(path):
-            return cls._load_saved(saved_state.read(path), path, cache_size, seeds)
+            return cls._load_saved(saved_state.read(path), path, cache_size, seeds, growth)
         record = RunRecord.read(path)
         check_signature(record, path)    # also for settings this code no longer has
         models = {c: first_seeds(collection_models(path, c), seeds) for c in record.collections}
         model = cls(TrainedRun(models, record.feature_config, source=str(path),
                                without=record.without, trained_on=record.trained_on,
                                trained_on_sample=trained_on_sample(record), seeds=seeds),
-                    cache_size=cache_size)
+                    cache_size=cache_size, growth=growth)
         if model.trained.trained_on_sample:
             warnings.warn(f"{path} was trained on the generated sample "
                           f"({model.trained.trained_on}): "
@@ -217,12 +221,12 @@ class CostModel:
 
     @classmethod
     def _load_saved(cls, saved: SavedState, path: Path, cache_size: int,
-                    seeds: int | None) -> "CostModel":
+                    seeds: int | None, growth: Growth) -> "CostModel":
         if seeds is not None and seeds != saved.seeds:   # its refinements fit those seeds
             raise ValueError(f"{path} was saved with seeds={saved.seeds}; load it without "
                              f"seeds=, or load its run ({saved.trained_run}) with seeds={seeds}")
         model = cls.load(saved.run, cache_size=max(cache_size, len(saved.graphs)),
-                         seeds=saved.seeds)
+                         seeds=saved.seeds, growth=growth)
         for learnt in saved.graphs:
             model._restore(learnt)
         model.cache.hits = model.cache.misses = 0
@@ -249,7 +253,7 @@ class CostModel:
 
     def _state(self, g: Graph, reference, restore: bool = False) -> tuple[Scorer, GraphState]:
         scorer = Scorer(self.trained.models[g.collection], self.trained.settings,
-                        self.trained.without)
+                        self.trained.without, self.growth)
         key = graph_key(g)
         state = self.cache.get(key)
         if state is not None:
@@ -298,7 +302,7 @@ class CostModel:
 def fresh(model: CostModel) -> CostModel:
     """The same trained models with nothing learnt (no graph seen): where every search of an
     evaluation starts."""
-    return CostModel(model.trained, cache_size=model.cache.size)
+    return CostModel(model.trained, cache_size=model.cache.size, growth=model.growth)
 
 
 def _refuse_invalid(g: Graph) -> None:

@@ -25,6 +25,7 @@ from models.training.node_learner import NodeModel, RowScores
 from models.training.run_files import is_partner, needs_nodes
 
 from models.api.node_effects import NodeEffects
+from models.api.reference_growth import Growth, fastest, grown
 from features.graph.layout_space import config_keys
 
 MAX_PRIORS = 1_000_000   # cached config scores per graph (about 100 MB), then begun again
@@ -42,7 +43,7 @@ class GraphState:
     reference: LayoutReference | None
     centre: np.ndarray      # (m,) per seed model: lowest score of the reference configs
     scale: np.ndarray       # (m,) their range (1 where it is 0)
-    configs: np.ndarray     # the reference configs
+    configs: np.ndarray     # the reference configs first fixed (Growth adds to them)
     slots: np.ndarray | None  # layout: (nc, 3) most slots the reference sets (Graph.slots)
     measured: np.ndarray | None = None     # configs measured so far
     runtimes: np.ndarray | None = None
@@ -54,13 +55,16 @@ class GraphState:
     # layout: config key -> (the seed models' mean score, their sd), each config scored once: a
     # search scores its elite again every round, tune-sim its whole pool after every update
     priors: dict = field(default_factory=dict)
+    elite: tuple = ()     # the measured configs' keys the reference grew with (Growth)
 
 
 class Scorer:
     """Scores for one run's seed models under fixed feature settings."""
 
-    def __init__(self, models: list, settings: FeatureConfig, without: tuple[str, ...]):
+    def __init__(self, models: list, settings: FeatureConfig, without: tuple[str, ...],
+                 growth: Growth = Growth()):
         self.models, self.settings, self.without = models, settings, without
+        self.growth = growth
 
     def rows(self, g: Graph, state: GraphState) -> FeatureSet:
         data = candidate_rows(g, self.settings, state.static, state.reference).without(self.without)
@@ -170,6 +174,7 @@ class Scorer:
         """Fit what the graph's measurements teach: node effects (layout) or the booster
         (tile), each over the trained model's score of the measured configs."""
         if not is_tile(g.collection):
+            self._grow(g, state)
             prior = self.prior_of(g.with_configs(state.measured), state)[0]
             if state.kinds is None:
                 state.kinds = node_kinds(g.node_feat, g.node_opcode, g.edge_index,
@@ -181,3 +186,18 @@ class Scorer:
         prior = self.prior(data, state).mean(axis=0)
         state.refinement, result = tile_update(data.X, prior, state.runtimes[data.config_idx])
         return replace(result, measurements=int(state.runtimes.size))
+
+    def _grow(self, g: Graph, state: GraphState) -> None:
+        """The graph's tables and scale from its first reference grown with the fastest configs
+        measured (reference_growth.py), when the run's statistics follow the reference; rebuilt
+        only when those configs change."""
+        if self.settings.reference != "file" or not self.growth.applies(g.collection):
+            return
+        elite = fastest(state.measured, state.runtimes, self.growth.elite)
+        keys = tuple(config_keys(elite))
+        if keys == state.elite:
+            return
+        new = self.new_state(g, grown(g, state.configs, elite, self.growth))
+        state.static, state.reference, state.slots = new.static, new.reference, new.slots
+        state.centre, state.scale = new.centre, new.scale
+        state.seen, state.priors, state.elite = new.seen, new.priors, keys
