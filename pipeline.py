@@ -218,22 +218,25 @@ def cmd_tune(args) -> int:
     """Find a fast layout of one program, measuring with your command (resumable)."""
     from features.rows.compiled import compile_notice
     from models.api import CostModel
-    from models.cli.messages import FILE_REFERENCE_NOTE
+    from models.api.model_choice import tuner_fixed_reference
+    from models.cli.messages import reference_note
     from models.training.run_files import latest_run
     from models.tuning.database import check_free
-    from models.tuning.job import TuneJob, kept_default_line, tune_program
+    from models.tuning.job import TuneJob, kept_default_line, load_program, tune_program
     from models.tuning.tuner import TuneSettings
     check_dir(args.out)      # before the model loads and anything is measured
     check_free(args.out)     # another tune running in it: refused before the model loads too
-    run_dir = args.run or latest_run(cache.runs_root(args.cache_dir), fixed_reference=True)
+    fixed = tuner_fixed_reference(load_program(args.program)["node_opcode"], args.collection)
+    run_dir = args.run or latest_run(cache.runs_root(args.cache_dir), fixed_reference=fixed)
     job = TuneJob(args.program, args.measure, args.budget, args.out, seed=args.seed,
                   collection=args.collection, restart=args.restart,
                   settings=TuneSettings(strategy=args.strategy))
     with recorded_warnings() as caught:   # said as lines, not as tracebacks
         model = CostModel.load(run_dir, seeds=args.model_seeds)
         print(f"searching with {model.description}")
-        if model.trained.settings.reference == "file":
-            print(FILE_REFERENCE_NOTE)
+        note = reference_note(model.trained.settings.reference == "drawn", fixed)
+        if note:
+            print(note)
         compile_notice()     # the first round scores with the layout kernels
         try:
             result = tune_program(model, job, str(run_dir))

@@ -114,3 +114,20 @@ def test_submit_takes_a_file_reference_run_over_a_newer_drawn_one(drawn_run, tra
     runs = _two_runs(tmp_path, trained_run, drawn_run)     # the drawn run the newer
     chosen = choose_runs(runs, resolve_data(str(tiny_root)), [COLLECTION], {})
     assert chosen[COLLECTION].run_dir == runs / trained_run.name
+
+
+def test_tune_prefers_a_drawn_run_for_a_cnn_and_a_file_run_for_a_transformer():
+    """By the program's opcodes (a convolution's share of its convs and dots), or the layout
+    collection named; the note names the other kind when the run is not the preferred one."""
+    from features.schema import CONVOLUTION as CONV, DOT
+    from models.api.model_choice import tuner_fixed_reference
+    from models.cli.messages import DRAWN_REFERENCE_NOTE, FILE_REFERENCE_NOTE, reference_note
+    cnn, transformer = np.array([CONV, CONV, DOT, 0]), np.array([DOT] * 12 + [CONV])
+    assert tuner_fixed_reference(cnn) and not tuner_fixed_reference(transformer)
+    assert tuner_fixed_reference(np.array([0, 1]))          # neither: as a CNN
+    assert not tuner_fixed_reference(cnn, "layout:nlp:default")
+    assert tuner_fixed_reference(transformer, "layout:xla:random")
+    assert reference_note(run_fixed=True, program_fixed=True) is None
+    assert reference_note(run_fixed=False, program_fixed=False) is None
+    assert reference_note(run_fixed=False, program_fixed=True) == FILE_REFERENCE_NOTE
+    assert reference_note(run_fixed=True, program_fixed=False) == DRAWN_REFERENCE_NOTE

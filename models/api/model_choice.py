@@ -16,6 +16,11 @@ DEFAULT_COLLECTION = {"tile": "tile:xla", "layout": "layout:xla:random"}
 # default, as the dataset's genetic 'default' search did, and rank is given what tune writes;
 # the family's 'random' model where the run lacks it.
 PROGRAM_SEARCHES = ("default", "random")
+# Whether `tune` prefers a run whose reference is fixed (FeatureConfig.reference "drawn") for a
+# program, by its family: a CNN's layouts are searched better with one, a transformer's with a
+# file-reference run, whose graph reference grows with the measurements (reference_growth.py;
+# docs/records/new_families.md, "a reference that grows")
+TUNER_FIXED_REFERENCE = {"xla": True, "nlp": False}
 
 
 class MissingModelError(LookupError, ValueError):
@@ -42,3 +47,11 @@ def program_collection(models: dict, node_opcode: np.ndarray) -> str:
     family = graph_family(np.asarray(node_opcode)) or "xla"
     return next((f"layout:{family}:{search}" for search in PROGRAM_SEARCHES
                  if f"layout:{family}:{search}" in models), DEFAULT_COLLECTION["layout"])
+
+
+def tuner_fixed_reference(node_opcode: np.ndarray, collection: str | None = None) -> bool:
+    """TUNER_FIXED_REFERENCE for a program's family: the layout collection's named, else by
+    its opcodes (neither conv nor dot: a CNN's)."""
+    family = (collection.split(":")[1] if collection and collection.startswith("layout:")
+              else graph_family(np.asarray(node_opcode)) or "xla")
+    return TUNER_FIXED_REFERENCE[family]

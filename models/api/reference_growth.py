@@ -25,8 +25,8 @@ class Growth:
     mutants: int = 800      # layouts drawn a few moves from them
     seed: int = 0
     # the program families (a layout collection's middle word) whose graphs grow: on the
-    # transformer pools it found faster configs at 10 and 20 measurements, on the CNN pools
-    # slower ones at 20 (docs/records/new_families.md, "a reference that grows")
+    # transformer pools it found configs 0.9% faster at 10 and 20 measurements, on the CNN
+    # pools no gain beyond the noise (docs/records/new_families.md, "a reference that grows")
     programs: tuple[str, ...] = ("nlp",)
 
     def applies(self, collection: str) -> bool:

@@ -31,9 +31,22 @@ def error_text(exc: BaseException) -> str:
     return str(exc)
 
 
-# Said by `tune` when its run's rows were set against each file's own configs
+# Said by `tune` when its run is not the kind that tunes the program's family best
+# (models.api.model_choice.TUNER_FIXED_REFERENCE)
 FILE_REFERENCE_NOTE = (
     "note: this run's statistics come from each graph's reference configs, so its view of a "
-    "layout moves with the configs a search holds; a run trained with `--feature "
-    "reference=drawn` (on the default collections) ranks a search's layouts better, and tune "
-    "takes the newest such run when --run is not given")
+    "CNN's layouts moves with the configs a search holds; a run trained with `--feature "
+    "reference=drawn` (on the default collections) ranks them better, and tune takes the "
+    "newest such run for a CNN when --run is not given")
+DRAWN_REFERENCE_NOTE = (
+    "note: this run's reference is fixed (`--feature reference=drawn`); a transformer's layouts "
+    "are searched better by a run trained with the default reference, whose view learns from "
+    "the search's measurements, and tune takes the newest such run for a transformer when "
+    "--run is not given")
+
+
+def reference_note(run_fixed: bool, program_fixed: bool) -> str | None:
+    """The note when a run's reference kind is not the one that tunes the program best."""
+    if run_fixed == program_fixed:
+        return None
+    return DRAWN_REFERENCE_NOTE if run_fixed else FILE_REFERENCE_NOTE

@@ -280,8 +280,9 @@ def tune_options(p) -> None:
                    help="best.npy, best.json, progress.png and the state a rerun resumes from; "
                         "one tune at a time runs in it (no default: required)")
     p.add_argument("--run", type=Path, metavar="DIR",
-                   help="run directory (default: the newest under --cache-dir trained with "
-                        "--feature reference=drawn, the tuner's run, else the newest)")
+                   help="run directory (default: the newest under --cache-dir of the kind "
+                        "that tunes the program best: for a CNN one trained with --feature "
+                        "reference=drawn, for a transformer one without; else the newest)")
     p.add_argument("--seed", type=at_least(0), default=0,
                    help="the search's seed (default: %(default)s)")
     layouts = [c for c in COLLECTIONS if not is_tile(c)]

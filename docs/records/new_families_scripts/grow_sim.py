@@ -1,4 +1,5 @@
-"""tune-sim with a reference that grows with the search's measurements: after each round the
+"""One-off (issue 70, docs/records/new_families.md, "a reference that grows"), run at 4ab92b6:
+tune-sim with a reference that grows with the search's measurements: after each round the
 graph's reference is the drawn one + the K best measured configs + M mutants of them, and the
 model starts again from that reference (node effects refit on every measurement when EFFECTS=1).
 Frozen searches stay as they are (never taught, the drawn reference).

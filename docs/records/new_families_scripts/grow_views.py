@@ -1,4 +1,5 @@
-"""Pre-test: does a reference that holds the measured elite (and its mutants) lift a
+"""One-off (issue 70, docs/records/new_families.md, "a reference that grows"), run at 4ab92b6:
+does a reference that holds the measured elite (and its mutants) lift a
 file-reference run's view of a pool toward its view with the pool's own reference?
     DEV=... python grow_views.py RUN OUT.json [SEED]"""
 import os, sys, json, warnings
