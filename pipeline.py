@@ -226,12 +226,13 @@ def cmd_tune(args) -> int:
     from models.tuning.tuner import TuneSettings
     check_dir(args.out)      # before the model loads and anything is measured
     check_free(args.out)     # another tune running in it: refused before the model loads too
-    fixed = tuner_fixed_reference(load_program(args.program)["node_opcode"], args.collection)
-    run_dir = args.run or latest_run(cache.runs_root(args.cache_dir), fixed_reference=fixed)
     job = TuneJob(args.program, args.measure, args.budget, args.out, seed=args.seed,
                   collection=args.collection, restart=args.restart,
                   settings=TuneSettings(strategy=args.strategy))
     with recorded_warnings() as caught:   # said as lines, not as tracebacks
+        graph = load_program(args.program)     # its family chooses the run
+        fixed = tuner_fixed_reference(graph["node_opcode"], args.collection)
+        run_dir = args.run or latest_run(cache.runs_root(args.cache_dir), fixed_reference=fixed)
         model = CostModel.load(run_dir, seeds=args.model_seeds)
         print(f"searching with {model.description}")
         note = reference_note(model.trained.settings.reference == "drawn", fixed)
@@ -239,7 +240,7 @@ def cmd_tune(args) -> int:
             print(note)
         compile_notice()     # the first round scores with the layout kernels
         try:
-            result = tune_program(model, job, str(run_dir))
+            result = tune_program(model, job, str(run_dir), graph=graph)
         finally:
             warning_lines(caught)
     print(f"best: {result.best_runtime:.6g} against the default's {result.default_runtime:.6g} "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import time
 
 import numpy as np
@@ -131,3 +132,26 @@ def test_tune_prefers_a_drawn_run_for_a_cnn_and_a_file_run_for_a_transformer():
     assert reference_note(run_fixed=False, program_fixed=False) is None
     assert reference_note(run_fixed=False, program_fixed=True) == FILE_REFERENCE_NOTE
     assert reference_note(run_fixed=True, program_fixed=False) == DRAWN_REFERENCE_NOTE
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["xla", "nlp"])
+def test_tune_without_run_searches_with_the_kind_that_fits_the_program(
+        family, drawn_run, trained_run, tiny_npz, tmp_path, capsys):
+    """A cache holding both kinds, the drawn run the newer: a CNN is searched with the drawn
+    run, a transformer with the file-reference one, each without a note."""
+    from pathlib import Path
+    from models.api.model_choice import tuner_fixed_reference
+    program = list_npz(tiny_npz, f"layout:{family}:default", "valid")[0]
+    with np.load(program) as z:
+        assert tuner_fixed_reference(z["node_opcode"]) == (family == "xla")
+    _two_runs(tmp_path, trained_run, drawn_run)
+    toy = Path(pipeline.__file__).parent / "models" / "tuning" / "toy_measure.py"
+    code = pipeline.main(["tune", str(program), "--measure", f"{sys.executable} {toy}",
+                          "--budget", "6", "--out", str(tmp_path / "out"), "--cache-dir",
+                          str(tmp_path), "--model-seeds", "1"])
+    said = capsys.readouterr().out
+    assert code == 0
+    chosen = drawn_run if family == "xla" else trained_run
+    line = next(line for line in said.splitlines() if line.startswith("searching with"))
+    assert chosen.name in line and "note:" not in said

@@ -66,28 +66,39 @@ def test_the_grown_reference_is_the_first_the_elite_and_their_mutants(nlp_graph)
 def test_a_grown_graph_scores_as_a_caller_passing_that_reference_would(trained_run,
                                                                      nlp_graph, tmp_path):
     """Independent reference: a model that never grows, given the grown reference by the
-    caller, then the same measurements. Growth changes the scores; a saved model restores them;
-    a config's score still does not depend on the other candidates."""
+    caller, then the same measurements. The growing model ranks first, then learns in three
+    steps: the second brings faster configs (the fastest ten change: the tables are rebuilt),
+    the third slower ones (they do not). Growth changes the scores; a saved model restores
+    them; a config's score still does not depend on the other candidates."""
     arrays, configs, runtimes = nlp_graph
-    base, measured, rt = configs[:60], configs[60:90], runtimes[60:90] + 1.0
-    g = _graph(arrays, measured)
-    reference = grown(g, base, fastest(measured, rt, Growth().elite), Growth())
-
-    growing = CostModel.load(trained_run)
-    growing.update(**arrays.kwargs(), node_config_feat=measured, runtimes=rt, reference=base,
-                   collection=COLLECTION)
-    told = CostModel.load(trained_run, growth=Growth(elite=0))
-    told.update(**arrays.kwargs(), node_config_feat=measured, runtimes=rt, reference=reference,
-                collection=COLLECTION)
-    never = CostModel.load(trained_run, growth=Growth(elite=0))
-    never.update(**arrays.kwargs(), node_config_feat=measured, runtimes=rt, reference=base,
-                 collection=COLLECTION)
+    base, measured, rt = configs[:60], configs[60:105], runtimes[60:105] + 1.0
+    rt[15:30] = rt.min() / 2 - np.arange(15) * 1e-3     # step two: the fastest of all
+    rt[30:] = rt.max() * 2                               # step three: the slowest
 
     def scores(model, candidates=configs):
-        return model.rank(**arrays.kwargs(), node_config_feat=candidates,
+        return model.rank(**arrays.kwargs(), node_config_feat=candidates, reference=base,
                           collection=COLLECTION).scores
+
+    def learn(model, part, reference=base):
+        model.update(**arrays.kwargs(), node_config_feat=measured[part], runtimes=rt[part],
+                     reference=reference, collection=COLLECTION)
+
+    growing = CostModel.load(trained_run)
+    before = scores(growing)
+    for part in (slice(0, 15), slice(15, 30)):
+        learn(growing, part)
+    after_two = scores(growing)
+    learn(growing, slice(30, 45))
+    reference = grown(_graph(arrays, measured), base, fastest(measured, rt, Growth().elite),
+                      Growth())
+    told = CostModel.load(trained_run, growth=Growth(elite=0))
+    learn(told, slice(0, 45), reference)
+    never = CostModel.load(trained_run, growth=Growth(elite=0))
+    learn(never, slice(0, 45))
+
     np.testing.assert_allclose(scores(growing), scores(told), rtol=0, atol=1e-9)
     assert not np.allclose(scores(growing), scores(never))
+    assert not np.allclose(after_two, before)
     np.testing.assert_allclose(scores(growing, configs[:10]), scores(growing)[:10], atol=1e-12)
     loaded = CostModel.load(growing.save(tmp_path / "saved"))
     np.testing.assert_array_equal(scores(loaded), scores(growing))

@@ -208,8 +208,8 @@ def test_the_outputs_say_what_was_found_and_how(trained_run, program, measure_sc
                                 and (evidence["z"] > evidence["needed"]) == returned)
     kept = record["kept_default"]     # why the default was kept, when it was
     assert (kept is None) == returned
-    assert kept is None or (kept["cause"] in CAUSES and kept["picks"] > 0
-                            and (kept["cause"] == "unconfirmed") == (evidence is not None))
+    assert kept is None or (kept["cause"] in CAUSES and kept["picks"] > 0 and (
+        kept["cause"] == "unconfirmed") == (evidence is not None or kept["measured_faster"] > 0))
     assert np.array_equal(np.array(record["best"], np.int8), best)
     assert record["best_runtime"] <= record["default_runtime"]
     assert (out / "progress.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -409,6 +409,8 @@ def test_a_kept_default_is_said_with_what_was_found_and_how_sure():
     line = kept_default_line(Verdict("unconfirmed", 90, 40, 3), e)
     assert line.startswith("kept the compiler default") and "1.014x faster" in line
     assert "1.0 standard errors" in line and "2.0 were needed" in line
+    line = kept_default_line(Verdict("unconfirmed", 90, 40, 2), None)
+    assert "2 of the 90 configs it chose measured faster once and not when measured" in line
     line = kept_default_line(Verdict("mispredicted", 90, 37, 0), None)
     assert "expected 37 of the 90 configs it chose to beat it" in line
     assert "misjudges this program" in line

@@ -11,13 +11,16 @@ the configs it measures, save and load what it learnt.
 
 The face is those four verbs; what a model holds is public and read-only: `trained` (the run's
 models and settings, trained_run.py), `state()` (what save writes, saved_state.py), `cache`
-(the graphs kept, graph_cache.py). Ranking a file is `models.api.rank_file(model, path)`.
+(the graphs kept, graph_cache.py), `growth` (how a graph's reference grows with its
+measurements, reference_growth.py; a load setting, not saved). Ranking a file is
+`models.api.rank_file(model, path)`.
 
 Scores mean the same in every call: a config's score depends on the graph and the config, never
 on the other candidates. The within-graph statistics among the features and each seed model's
 scale come from the graph's reference configs (models/api/graph_state.py), fixed the first time
 a graph is seen: `reference=` if given (a uniform sample of the tuner's search space is a good
-one), else that call's candidates, unless they are too few (models/api/reference.py). Features
+one), else that call's candidates, unless they are too few (models/api/reference.py); for a
+transformer graph of a file-reference run, grown with its measurements (`growth`). Features
 and models are `submit`'s, so a test file ranks identically through either. What depends only
 on the graph is computed once and kept, keyed by the graph's content, for the last `cache_size`
 graphs (graphs with measurements are never dropped).
@@ -233,8 +236,9 @@ class CostModel:
         return model
 
     def _restore(self, learnt: LearntGraph) -> None:
-        """A saved graph's state, taken as it was: its reference as saved, its node effects
-        refit from its measurements (a function of them), its booster as saved."""
+        """A saved graph's state, taken as it was: its reference as saved (the first one), its
+        growth and node effects refit from its measurements (functions of them), its booster
+        as saved."""
         g = self._graph({**learnt.arrays.kwargs(), config_key(learnt.collection): learnt.reference},
                         learnt.collection, learnt.name)
         scorer, state = self._state(g, learnt.reference, restore=True)

@@ -1,5 +1,6 @@
-"""One graph as the cost model keeps it: its fixed reference, the tables computed once, each
-seed model's centre and scale on the reference, and what it has learnt from measurements.
+"""One graph as the cost model keeps it: its reference, the tables computed from it, each seed
+model's centre and scale on it, and what it has learnt from measurements (a transformer graph's
+reference grows with them: reference_growth.py, and its tables are computed again).
 
 A score is the mean over the run's seed models of each model's score scaled to 0..1 over the
 reference configs, refined by what measurements taught (refine.py: node effects on layout, a

@@ -36,7 +36,7 @@ def error_text(exc: BaseException) -> str:
 FILE_REFERENCE_NOTE = (
     "note: this run's statistics come from each graph's reference configs, so its view of a "
     "CNN's layouts moves with the configs a search holds; a run trained with `--feature "
-    "reference=drawn` (on the default collections) ranks them better, and tune takes the "
+    "reference=drawn` (on layout:xla:default) ranks them better, and tune takes the "
     "newest such run for a CNN when --run is not given")
 DRAWN_REFERENCE_NOTE = (
     "note: this run's reference is fixed (`--feature reference=drawn`); a transformer's layouts "

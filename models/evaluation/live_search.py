@@ -245,7 +245,8 @@ def searched(args, model: CostModel, root: Path, collection: str) -> list[tuple[
         files = {f.stem: f for f in list_npz(root, collection, "train")}
         pairs = []
         for models, held in fold_models(args.run, entry, collection, args.folds):
-            fold = CostModel(replace(model.trained, models={collection: models}))
+            fold = CostModel(replace(model.trained, models={collection: models}),
+                             growth=model.growth)
             pairs += [(fold, files[g]) for g in sorted(held) if g in files]
     kept, per_family = [], {}
     for m, f in pairs:

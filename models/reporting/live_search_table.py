@@ -21,7 +21,7 @@ def format_table(result: dict) -> str:
                 if result.get("folds", 0) >= 2 else "the valid graphs")
              + "); THE STAND-IN IS A MODEL, NOT A TPU",
              f"{'family':<20} {'search':<8} {'geomean':>8}  per seed{'':<16} slower than default"
-             f"  kept default: unconfirmed / mispredicted / none predicted"]
+             f"  kept default: {_causes(result, searches)}"]
     for family, f in result["families"].items():
         for i, s in enumerate(searches):
             label = f"{family} ({len(f['graphs'])})" if i == 0 else ""
@@ -35,6 +35,13 @@ def format_table(result: dict) -> str:
     if graphs and all(k in searches for k in ("frozen", "updated", "bound")):
         lines += by_family(graphs)
     return "\n".join(lines)
+
+
+def _causes(result: dict, searches: list[str]) -> str:
+    """The causes the kept defaults are counted by (tuner.CAUSES, as the result names them)."""
+    counts = next((f[s]["kept_default"] for f in result["families"].values() for s in searches
+                   if "kept_default" in f[s]), {})
+    return " / ".join(counts) or "-"
 
 
 def by_family(graphs: list[dict]) -> list[str]:

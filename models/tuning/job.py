@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -30,11 +31,17 @@ def load_program(path: Path) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such program file")
     if path.suffix == ".npz":
-        with np.load(path) as z:
-            missing = [k for k in GRAPH_KEYS if k not in z.files]
-            if missing:
-                raise ValueError(f"{path}: not a layout graph file (no {', '.join(missing)})")
-            return {k: z[k] for k in GRAPH_KEYS}
+        try:
+            with np.load(path) as z:
+                missing = [k for k in GRAPH_KEYS if k not in z.files]
+                if missing:
+                    raise ValueError(f"{path}: not a layout graph file (no "
+                                     f"{', '.join(missing)})")
+                return {k: z[k] for k in GRAPH_KEYS}
+        except (zipfile.BadZipFile, EOFError, ValueError) as exc:   # damaged, or not an npz
+            if str(exc).startswith(str(path)):
+                raise
+            raise ValueError(f"{path}: not a readable layout graph file ({exc})") from None
     from features.hlo import read_hlo     # the HLO reader only when a program's text is given
     return read_hlo(path)
 
@@ -51,11 +58,14 @@ class TuneJob:
     restart: bool = False    # discard a state in `out` that an earlier search left
 
 
-def tune_program(model: Any, job: TuneJob, run: str, log=print) -> TuneResult:
+def tune_program(model: Any, job: TuneJob, run: str, log=print,
+                 graph: dict | None = None) -> TuneResult:
     """Tune the program with model (a CostModel, through tune_graph) and the job's command;
     results in job.out, which the call owns while it runs (StateBusyError when another tune
-    does). `run` names the model's run for the record and the state's identity."""
-    graph = load_program(job.program)      # a program that does not read touches no state
+    does). `run` names the model's run for the record and the state's identity; `graph`: the
+    program's arrays when the caller read them already (load_program)."""
+    if graph is None:
+        graph = load_program(job.program)      # a program that does not read touches no state
     with owned(job.out) as state:
         if job.restart:
             discard_state(state)
@@ -87,15 +97,17 @@ def _tune_owned(model: Any, job: TuneJob, run: str, graph: dict, log) -> TuneRes
 
 def kept_default_line(v: Verdict, e: Evidence | None) -> str:
     """Why a search kept the compiler default (Verdict.cause), with what it found."""
-    if v.cause == "unconfirmed":
-        return evidence_line(e)
     chose = f"{v.picks} configs it chose"
+    if v.cause == "unconfirmed":
+        return evidence_line(e) if e is not None else (
+            f"kept the compiler default: {v.measured_faster} of the {chose} measured faster "
+            f"once and not when measured again (best.json 'kept_default'): the noise's gain")
     if v.cause == "mispredicted":
         return (f"kept the compiler default: the model expected {v.predicted_faster} of the "
-                f"{chose} to beat it and none did beyond the noise (best.json 'kept_default'): "
-                f"it misjudges this program; a larger --budget teaches it more")
+                f"{chose} to beat it and none measured faster (best.json 'kept_default'): it "
+                f"misjudges this program; a larger --budget teaches it more")
     return (f"kept the compiler default: the model expected none of the {chose} to beat it "
-            f"and none did beyond the noise (best.json 'kept_default'): the default may be the "
+            f"and none measured faster (best.json 'kept_default'): the default may be the "
             f"best this search reaches")
 
 

@@ -71,7 +71,7 @@ class Evidence:
 
 
 CAUSES = {   # why a search kept the compiler default, read from its own record (Verdict.cause)
-    "unconfirmed": "a config measured faster, short of the confirmation's margin",
+    "unconfirmed": "a config measured faster, not beyond the noise once measured again",
     "mispredicted": "the model expected faster configs, and none measured faster",
     "none predicted": "the model expected none of the configs proposed to beat the default",
 }
@@ -79,14 +79,16 @@ CAUSES = {   # why a search kept the compiler default, read from its own record 
 
 @dataclass(frozen=True)
 class Verdict:
-    """Why a search kept the compiler default: its confirmation (a faster config measured,
-    not trusted), its model (configs it scored above the default measured slower), or nothing
-    the search proposed scored above the default (the model's view or the search's reach)."""
+    """Why a search kept the compiler default: its confirmation (a config measured faster,
+    not beyond the noise once measured again), its model (configs it scored above the default
+    all measured slower), or nothing the search proposed scored above the default (the model's
+    view or the search's reach)."""
     cause: str              # a key of CAUSES
     picks: int              # configs the model chose and had measured (the default's and the
                             # confirmation's measurements not among them)
     predicted_faster: int   # of them, scored above the default when chosen
-    measured_faster: int    # of them, measured faster than the default's mean
+    measured_faster: int    # of them, measured faster than the default's mean at their
+                            # first measurement (flattered by its noise)
 
 
 @dataclass
@@ -330,11 +332,11 @@ def _verdict(ledger: Ledger, default: int, evidence: Evidence | None) -> Verdict
     if not picked.size:
         return None
     base = _unflattered(ledger, default, default).mean()
-    slower = np.log(np.array(ledger.runtimes)[picked]) >= base
+    faster = int((np.log(np.array(ledger.runtimes)[picked]) < base).sum())
     predicted = int((expected[picked] > 0).sum())
-    cause = ("unconfirmed" if evidence is not None else
+    cause = ("unconfirmed" if evidence is not None or faster else
              "mispredicted" if predicted else "none predicted")
-    return Verdict(cause, int(picked.size), predicted, int((~slower).sum()))
+    return Verdict(cause, int(picked.size), predicted, faster)
 
 
 def _remeasure(ledger: Ledger, default: int | None, n: int) -> None:
