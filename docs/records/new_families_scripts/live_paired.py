@@ -1,4 +1,4 @@
-"""Paired per graph: updated search of two live-search results (B - A, mean log over graphs and
+"""One-off (issue 70, docs/records/new_families.md, "a reference that grows"). Paired per graph: updated search of two live-search results (B - A, mean log over graphs and
 seeds; se over graph-seeds), at each budget of `at`, and per family at the whole budget.
     python live_paired.py A.json B.json"""
 import json, sys, numpy as np
