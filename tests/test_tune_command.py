@@ -416,3 +416,15 @@ def test_a_kept_default_is_said_with_what_was_found_and_how_sure():
     assert "misjudges this program" in line
     line = kept_default_line(Verdict("none predicted", 90, 0, 0), None)
     assert "expected none of the 90 configs" in line
+
+
+@pytest.mark.parametrize("content", [b"PK\x03\x04not a zip", b"not an npz at all\n"])
+def test_a_damaged_npz_program_is_refused_naming_it(content, tmp_path):
+    from models.tuning.job import load_program
+    path = tmp_path / "program.npz"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=f"{path}: not a readable layout graph file"):
+        load_program(path)
+    np.savez(path, node_feat=np.zeros((2, 140)))
+    with pytest.raises(ValueError, match=f"{path}: not a layout graph file \\(no node_opcode"):
+        load_program(path)
