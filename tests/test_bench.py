@@ -143,6 +143,8 @@ def test_a_small_run_reports_every_stage_the_projection_and_the_ranking(tmp_path
     assert "CostModel.load(run, seeds=1)" in text
     # the tuner round searches with what `tune` uses: a default collection's rankers and nodes
     assert f"on layout:xla:default's {models} models (`tune`'s default" in text
+    # and a transformer's, whose reference grows with the measurements
+    assert f"on layout:nlp:default's {models} models" in text and "grown again" in text
     assert saved["units"]["workers"] == 2 and saved["units"]["tile"]["columns"] > 0
     # the same layout file trained as each program's collection: nlp rows z-score more groups
     assert saved["units"]["layout_nlp"]["columns"] > saved["units"]["layout_xla"]["columns"]

@@ -55,6 +55,9 @@ LAYOUT, TILE = "layout:xla:random", "tile:xla"
 # a CNN program's model in `tune` (models.api.program_collection: its family's 'default'
 # collection): node learners beside the rankers, the slowest scoring a round has
 TUNE = "layout:xla:default"
+# a transformer's: the same models' kind, and its graph's reference grows with the measurements
+# (models/api/reference_growth.py), its tables rebuilt when the fastest ten change
+TUNE_GROWING = "layout:nlp:default"
 TUNER_HISTORY = 48    # measurements a timed tuner round's update adds to (mid-search at 100)
 
 
@@ -98,6 +101,7 @@ def _models(spec: RankSpec, rng, tmp: Path) -> tuple[CostModel, dict, list[np.nd
     default = sample.layout_arrays(graph, ids, searched,
                                    sample.layout_runtime(graph, ids, searched, rng, 0.003))
     models = {LAYOUT: _train([train], LAYOUT, tmp), TUNE: _train([default], TUNE, tmp),
+              TUNE_GROWING: _train([default], TUNE_GROWING, tmp),
               TILE: _train(tiles[1:], TILE, tmp)}
     return (CostModel(TrainedRun(models, FeatureConfig())),
             {"layout": GraphArrays.of_npz(train), "tile": tiles[0]}, calls)
@@ -157,33 +161,39 @@ def rank_latency(spec: RankSpec) -> dict:
     return {"layout_cold": cold, "layout_warm": _median(warm), "layout_fresh": _median(fresh),
             "layout_warm_one_seed": one_seed, "layout_models": len(model.trained.models[LAYOUT]),
             "tuner_round": _tuner_round(model, layout, spec),
+            "tuner_round_growing": _tuner_round(model, layout, spec, TUNE_GROWING),
             "tile_cold": tile_cold, "tile_warm": tile_warm, "load_average": os.getloadavg(),
             "real": _real_latency(model, spec, rng) if spec.real_file else None}
 
 
-def _tuner_round(model: CostModel, layout: GraphArrays, spec: RankSpec) -> dict:
+def _tuner_round(model: CostModel, layout: GraphArrays, spec: RankSpec,
+                 collection: str = TUNE) -> dict:
     """(wall, CPU) seconds of one round of tune_graph's search on the layout graph, with
     TUNER_HISTORY measurements learnt already: the evolution and the draws screened by the
     model, then the update with the round's batch. Each timed round starts a new layout
     distribution, as a search's first (slowest) round does: its draws bring the most node
-    rows the model has not scored. The graph's state is built before (once per search)."""
+    rows the model has not scored. The graph's state is built before (once per search).
+    TUNE_GROWING's rounds each bring the fastest configs yet (their runtimes drawn below the
+    history's), so each rebuilds the grown reference's tables: its worst case."""
     s = TuneSettings()
     rng = np.random.default_rng(spec.seed)
     space = LayoutSpace.of_graph(layout.node_feat, layout.node_opcode, layout.edge_index,
                                  layout.node_config_ids)
-    bound = Bound(model, layout, reference_configs(space, s.reference, spec.seed), TUNE)
+    bound = Bound(model, layout, reference_configs(space, s.reference, spec.seed), collection)
     history = space.mutate(rng, space.random(rng, TUNER_HISTORY))
     bound.learn(history, np.exp(rng.normal(0, 0.1, len(history))))
+    fastest = [0.5]
 
     def one_round():
         archive = evolve(space, bound.score, history[:s.search.population], rng, s.search)
         picks = np.array(archive.configs)[archive.best(s.batch)]
-        bound.learn(picks, np.exp(rng.normal(0, 0.1, len(picks))))
+        fastest[0] /= 2
+        bound.learn(picks, fastest[0] * np.exp(rng.normal(0, 0.1, len(picks))))
     times = [_cpu_timed(one_round) for _ in range(2)]
-    return {"time": _median(times),
+    return {"time": _median(times), "collection": collection,
             "proposals": (s.search.proposals + s.search.sampled) * s.search.generations,
             "history": TUNER_HISTORY, "config_nodes": space.n_nodes,
-            "models": len(model.trained.models[TUNE])}
+            "models": len(model.trained.models[collection])}
 
 
 def _median(times: list[tuple[float, float]]) -> tuple[float, float]:
@@ -248,15 +258,18 @@ def format_rank_notes(notes: dict) -> list[str]:
             f"random draw (worst case) {both('layout_fresh')}; {spec.tile_configs:,} tile "
             f"configs cold {both('tile_cold', 1e3)}, warm {both('tile_warm', 1e3)}; load "
             f"average {notes['load_average'][0]:.1f}", _tuner_line(notes["tuner_round"]),
-            *_real_lines(notes.get("real"))]
+            _tuner_line(notes["tuner_round_growing"]), *_real_lines(notes.get("real"))]
 
 
 def _tuner_line(t: dict) -> str:
     wall, cpu = t["time"]
+    growing = (" (a transformer's: its reference grown again, as when the fastest measured "
+               "change)" if t["collection"] == TUNE_GROWING else "")
     return (f"one tuner round (tune_graph) on that graph ({t['config_nodes']} configurable "
-            f"nodes): screening {t['proposals']:,} proposals on {TUNE}'s {t['models']} models "
-            f"(`tune`'s default: node learners beside the rankers) and an update after "
-            f"{t['history']} measurements, {wall:.2f} s (CPU {cpu:.2f}; target 2 s)")
+            f"nodes): screening {t['proposals']:,} proposals on {t['collection']}'s "
+            f"{t['models']} models (`tune`'s default: node learners beside the rankers) and an "
+            f"update after {t['history']} measurements{growing}, {wall:.2f} s (CPU {cpu:.2f}; "
+            f"target 2 s)")
 
 
 def _real_lines(real: dict | None) -> list[str]:
