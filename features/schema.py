@@ -26,6 +26,11 @@ def is_tile(collection: str) -> bool:
     return collection_kind(collection) == "tile"
 
 
+def program_family(collection: str) -> str:
+    """'xla' or 'nlp': the programs a collection holds (its middle word; tile:xla's are xla)."""
+    return collection.split(":")[1]
+
+
 def collection_slug(collection: str) -> str:
     """A collection's name in file and directory names: 'layout:xla:random' -> 'layout-xla-random'."""
     return collection.replace(":", "-")

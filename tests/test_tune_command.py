@@ -423,8 +423,8 @@ def test_a_damaged_npz_program_is_refused_naming_it(content, tmp_path):
     from models.tuning.job import load_program
     path = tmp_path / "program.npz"
     path.write_bytes(content)
-    with pytest.raises(ValueError, match=f"{path}: not a readable layout graph file"):
+    with pytest.raises(ValueError, match=f"{path}: unreadable npz"):
         load_program(path)
     np.savez(path, node_feat=np.zeros((2, 140)))
-    with pytest.raises(ValueError, match=f"{path}: not a layout graph file \\(no node_opcode"):
+    with pytest.raises(ValueError, match=f"{path}: missing key\\(s\\) \\['node_opcode'"):
         load_program(path)

@@ -28,7 +28,7 @@ graphs (graphs with measurements are never dropped).
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +38,7 @@ from models.api.candidate_checks import (InvalidLayoutError, graph_family, inval
                                          refuse_invalid)
 from models.api.candidates import candidate_kind, config_key, graph_from_arrays
 from features.npz.graph import DataFormatError
-from features.schema import is_tile
+from features.schema import is_tile, program_family
 
 from models.metrics import predicted_order
 from models.serving.predict import StaleRunError, check_signature, collection_models
@@ -303,10 +303,12 @@ class CostModel:
         return getattr(ref, config_key(g.collection))
 
 
-def fresh(model: CostModel) -> CostModel:
-    """The same trained models with nothing learnt (no graph seen): where every search of an
+def fresh(model: CostModel, models: dict | None = None) -> CostModel:
+    """The same trained models (or `models`, collection -> models, in their place: one seed's,
+    a fold's) and settings with nothing learnt (no graph seen): where every search of an
     evaluation starts."""
-    return CostModel(model.trained, cache_size=model.cache.size, growth=model.growth)
+    trained = model.trained if models is None else replace(model.trained, models=models)
+    return CostModel(trained, cache_size=model.cache.size, growth=model.growth)
 
 
 def _refuse_invalid(g: Graph) -> None:
@@ -325,7 +327,7 @@ def check_invalid_choice(invalid: str) -> None:
 def _warn_on_family(g: Graph) -> None:
     """FamilyMismatchWarning when a layout graph's opcodes say xla and the model is nlp's, or
     the other way round (models.api.candidate_checks.graph_family)."""
-    model_family = g.collection.split(":")[1]
+    model_family = program_family(g.collection)
     family = None if is_tile(g.collection) else graph_family(g.node_opcode)
     if family is not None and family != model_family:
         looks = {"xla": "a convolutional (xla) graph", "nlp": "a transformer (nlp) graph"}[family]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from features.schema import COLLECTIONS
+from features.schema import COLLECTIONS, is_tile, program_family
 from models.api.candidate_checks import graph_family
 
 # A layout graph outside the TpuGraphs tree gets the random-search model: random search covers
@@ -52,6 +52,6 @@ def program_collection(models: dict, node_opcode: np.ndarray) -> str:
 def tuner_fixed_reference(node_opcode: np.ndarray, collection: str | None = None) -> bool:
     """TUNER_FIXED_REFERENCE for a program's family: the layout collection's named, else by
     its opcodes (neither conv nor dot: a CNN's)."""
-    family = (collection.split(":")[1] if collection and collection.startswith("layout:")
+    family = (program_family(collection) if collection and not is_tile(collection)
               else graph_family(np.asarray(node_opcode)) or "xla")
     return TUNER_FIXED_REFERENCE[family]

@@ -17,6 +17,7 @@ import numpy as np
 
 from features import Graph
 from features.graph.layout_space import LayoutSpace, config_keys
+from features.schema import is_tile, program_family
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,8 @@ class Growth:
     programs: tuple[str, ...] = ("nlp",)
 
     def applies(self, collection: str) -> bool:
-        parts = collection.split(":")
-        return self.elite > 0 and parts[0] == "layout" and parts[1] in self.programs
+        return (self.elite > 0 and not is_tile(collection)
+                and program_family(collection) in self.programs)
 
 
 def fastest(measured: np.ndarray, runtimes: np.ndarray, k: int) -> np.ndarray:

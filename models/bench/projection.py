@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from features import FeatureConfig, uses_pool
 from features.cache.units import UNITS_PER_PART
 from features.rows.per_config import STAT_CONFIGS
-from features.schema import collection_kind, is_tile
+from features.schema import collection_kind, is_tile, program_family
 
 from models.training.lgbm import LAMBDARANK_DEFAULTS
 
@@ -70,7 +70,7 @@ TRAINED = {"tile": "tile:xla", "layout_xla": "layout:xla:random",
 
 def units_name(collection: str) -> str:
     """The UnitCosts field that prices training on this collection (a key of TRAINED)."""
-    return "tile" if is_tile(collection) else "layout_" + collection.split(":")[1]
+    return "tile" if is_tile(collection) else "layout_" + program_family(collection)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ import json
 import time
 import warnings
 import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -245,8 +245,7 @@ def searched(args, model: CostModel, root: Path, collection: str) -> list[tuple[
         files = {f.stem: f for f in list_npz(root, collection, "train")}
         pairs = []
         for models, held in fold_models(args.run, entry, collection, args.folds):
-            fold = CostModel(replace(model.trained, models={collection: models}),
-                             growth=model.growth)
+            fold = fresh(model, {collection: models})
             pairs += [(fold, files[g]) for g in sorted(held) if g in files]
     kept, per_family = [], {}
     for m, f in pairs:

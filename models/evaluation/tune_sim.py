@@ -168,8 +168,7 @@ def seed_models(model: CostModel, collection: str, i: int) -> CostModel:
     models = model.trained.models[collection]
     rankers = [m for m in models if not is_partner(m)]
     partners = [m for m in models if is_partner(m)]
-    return CostModel(replace(model.trained, models={collection: [rankers[i]] + partners[i:i + 1]}),
-                     growth=model.growth)
+    return fresh(model, {collection: [rankers[i]] + partners[i:i + 1]})
 
 
 def simulate_graph(model: CostModel, path: Path, collection: str,
@@ -249,8 +248,7 @@ def _searched(model: CostModel, run_dir: Path, npz_root: Path, collection: str,
     pairs = []
     for models, held in fold_models(run_dir, train_entries[collection], collection, s.folds,
                                     log):
-        fold = CostModel(replace(model.trained, models={collection: models}),
-                         growth=model.growth)
+        fold = fresh(model, {collection: models})
         pairs += [(fold, files[g]) for g in held if g in files][:s.max_graphs or None]
     return pairs
 

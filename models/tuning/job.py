@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import sys
-import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from features.npz.read import read_keys
 from features.schema import GRAPH_KEYS
 from models.tuning.database import (LOG, MeasurementLog, Replaying, discard_state, open_state,
                                     owned, program_digest)
@@ -30,18 +30,8 @@ def load_program(path: Path) -> dict[str, np.ndarray]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such program file")
-    if path.suffix == ".npz":
-        try:
-            with np.load(path) as z:
-                missing = [k for k in GRAPH_KEYS if k not in z.files]
-                if missing:
-                    raise ValueError(f"{path}: not a layout graph file (no "
-                                     f"{', '.join(missing)})")
-                return {k: z[k] for k in GRAPH_KEYS}
-        except (zipfile.BadZipFile, EOFError, ValueError) as exc:   # damaged, or not an npz
-            if str(exc).startswith(str(path)):
-                raise
-            raise ValueError(f"{path}: not a readable layout graph file ({exc})") from None
+    if path.suffix == ".npz":    # DataFormatError naming the file: damaged, or keys missing
+        return read_keys(path, GRAPH_KEYS, read_ncf=None)
     from features.hlo import read_hlo     # the HLO reader only when a program's text is given
     return read_hlo(path)
 

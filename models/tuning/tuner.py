@@ -70,11 +70,8 @@ class Evidence:
         return self.z > self.needed
 
 
-CAUSES = {   # why a search kept the compiler default, read from its own record (Verdict.cause)
-    "unconfirmed": "a config measured faster, not beyond the noise once measured again",
-    "mispredicted": "the model expected faster configs, and none measured faster",
-    "none predicted": "the model expected none of the configs proposed to beat the default",
-}
+# why a search kept the compiler default, read from its own record (Verdict, in this order)
+CAUSES = ("unconfirmed", "mispredicted", "none predicted")
 
 
 @dataclass(frozen=True)
@@ -83,7 +80,7 @@ class Verdict:
     not beyond the noise once measured again), its model (configs it scored above the default
     all measured slower), or nothing the search proposed scored above the default (the model's
     view or the search's reach)."""
-    cause: str              # a key of CAUSES
+    cause: str              # one of CAUSES
     picks: int              # configs the model chose and had measured (the default's and the
                             # confirmation's measurements not among them)
     predicted_faster: int   # of them, scored above the default when chosen
