@@ -3,7 +3,7 @@
 budget (geo-mean) and the mean log ratio B - A with its standard error over graph-draws, and the
 near-best check. Logs: LOGS/<A>[_s<N>].log (seed 0 without the suffix), LOGS/<B>_s<N>.log.
 
-    LOGS=DIR python paired_logs.py D0_search_layout_nlp_default G1_nlp 0,1,2"""
+    LOGS=DIR python paired_logs.py D0_search_layout_nlp_default G1_nlp 0,1,2 [families]"""
 import os
 import re, sys, os, numpy as np
 def parse(path):
@@ -41,3 +41,12 @@ for s in seeds:
             na.append(a["near"]); nb.append(rb[s][f]["near"])
 na, nb = np.array(na), np.array(nb)
 print("near-best frozen->updated: A", na.mean(0).round(3), " B", nb.mean(0).round(3))
+if len(sys.argv) > 4 and sys.argv[4] == "families":   # per family, worst at 20 (B) first
+    rows = []
+    for f in rb[seeds[0]]:
+        a = np.exp(np.mean(np.log([ra[s][f]["updated"] for s in seeds]), 0))
+        b = np.exp(np.mean(np.log([rb[s][f]["updated"] for s in seeds]), 0))
+        rows.append((-b[2], f, a, b))
+    for _, f, a, b in sorted(rows):
+        print(f"{f:<13} at 10 {a[1]:.3f} -> {b[1]:.3f}   at 20 {a[2]:.3f} -> {b[2]:.3f}   "
+              f"at 100 {a[4]:.3f} -> {b[4]:.3f}")
