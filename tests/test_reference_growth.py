@@ -12,9 +12,13 @@ from features.graph.layout_space import allowed_ranks, config_keys, invalid_conf
 from features.npz.find import list_npz
 from features import Graph
 from models.api import CostModel, GraphArrays, Growth
+from models.api.cost_model import start_reference
 from models.api.reference_growth import fastest, grown
+from models.tuning.tune_graph import model_reference, search_reference, tune_graph
+from models.tuning.tuner import TuneSettings
 
 COLLECTION = "layout:nlp:default"
+CNN = "layout:xla:default"
 
 
 def test_growth_applies_to_the_named_programs_layout_graphs_only():
@@ -22,6 +26,13 @@ def test_growth_applies_to_the_named_programs_layout_graphs_only():
     assert not Growth().applies("layout:xla:default") and not Growth().applies("tile:xla")
     assert not Growth(elite=0).applies("layout:nlp:default")
     assert Growth(programs=("xla", "nlp")).applies("layout:xla:default")
+
+
+def test_the_models_own_search_grows_the_first_reference_of_cnn_layout_graphs_only():
+    assert Growth().predicts("layout:xla:default") and Growth().predicts("layout:xla:random")
+    assert not Growth().predicts("layout:nlp:default") and not Growth().predicts("tile:xla")
+    assert not Growth(steps=0).predicts("layout:xla:default")
+    assert not Growth(elite=0).predicts("layout:xla:default")
 
 
 def test_the_fastest_are_the_distinct_configs_of_lowest_mean_log_runtime():
@@ -102,3 +113,65 @@ def test_a_grown_graph_scores_as_a_caller_passing_that_reference_would(trained_r
     np.testing.assert_allclose(scores(growing, configs[:10]), scores(growing)[:10], atol=1e-12)
     loaded = CostModel.load(growing.save(tmp_path / "saved"))
     np.testing.assert_array_equal(scores(loaded), scores(growing))
+
+
+@pytest.fixture(scope="module")
+def cnn_graph(tiny_npz):
+    with np.load(list_npz(tiny_npz, CNN, "valid")[0]) as z:
+        return GraphArrays.of_npz(z)
+
+
+def _drawn(arrays: GraphArrays, seed: int = 0) -> np.ndarray:
+    space = _space(arrays)
+    return search_reference(space, TuneSettings(), seed)
+
+
+def _space(arrays: GraphArrays):
+    from features.graph.layout_space import LayoutSpace
+    return LayoutSpace.of_graph(arrays.node_feat, arrays.node_opcode, arrays.edge_index,
+                                arrays.node_config_ids, TuneSettings().space)
+
+
+def test_a_cnn_search_starts_from_the_models_own_search_around_its_drawn_layouts(trained_run,
+                                                                                 cnn_graph):
+    """Independent reference: the loop written out with rank() alone: a model that has not
+    seen the graph ranks the reference so far with it as reference=; its ten top-scored and
+    their mutants join the drawn layouts, five times."""
+    drawn = _drawn(cnn_graph)
+    growth = Growth(mutants=60)
+    model = CostModel.load(trained_run, growth=growth)
+    out = start_reference(model, cnn_graph, drawn, CNN)
+
+    reference = drawn
+    for _ in range(growth.steps):
+        scores = CostModel.load(trained_run).rank(
+            **cnn_graph.kwargs(), node_config_feat=reference, reference=reference,
+            collection=CNN).scores
+        elite = reference[np.argsort(-scores, kind="stable")[:growth.elite]]
+        reference = grown(_graph(cnn_graph, drawn), drawn, elite, growth)
+    np.testing.assert_array_equal(out, reference)
+    assert out.shape[0] == len(drawn) + growth.elite + growth.mutants
+    assert len(model.cache) == 0     # the model itself saw nothing
+
+
+def test_other_graphs_and_runs_start_from_the_drawn_layouts(trained_run, nlp_graph, cnn_graph):
+    arrays = nlp_graph[0]
+    drawn = _drawn(arrays)
+    model = CostModel.load(trained_run)
+    assert start_reference(model, arrays, drawn, COLLECTION) is drawn
+    cnn = _drawn(cnn_graph)
+    assert start_reference(CostModel.load(trained_run, growth=Growth(steps=0)), cnn_graph, cnn,
+                           CNN) is cnn
+
+
+def test_tune_graph_gives_its_model_that_reference(trained_run, cnn_graph):
+    model = CostModel.load(trained_run, growth=Growth(mutants=60))
+    tune_graph(model, lambda c: 1.0 + np.abs(c.astype(float)).sum(axis=(1, 2)), budget=6,
+               **cnn_graph.kwargs(), collection=CNN, seed=1)
+    [learnt] = model.state().graphs
+    expected = model_reference(CostModel.load(trained_run, growth=Growth(mutants=60)),
+                               cnn_graph, _space(cnn_graph), TuneSettings(), 1, CNN)
+    np.testing.assert_array_equal(learnt.reference, expected)
+    drawn = _drawn(cnn_graph, 1)
+    np.testing.assert_array_equal(expected[:len(drawn)], drawn)
+    assert len(expected) > len(drawn)

@@ -11,7 +11,7 @@ import pytest
 
 import pipeline
 from features.npz.find import list_npz
-from models.api import (CostModel, DrawnReferenceWarning, InvalidLayoutError,
+from models.api import (CostModel, DrawnReferenceWarning, GraphArrays, InvalidLayoutError,
                         ReferenceCoverageWarning, rank_file)
 from models.api.cost_model import fresh
 from models.api.reference import distinct
@@ -184,7 +184,8 @@ def test_a_pool_holds_each_config_once_and_no_search_measures_one_twice(trained_
     whole, runtime = distinct_pool(g, np.arange(1.0, 1.0 + g.node_config_feat.shape[0]))
     settings = SimSettings(budgets=(5, 12), round_size=4)
     for learn in (False, True):
-        picks, scores = _picks(CostModel.load(trained_run), whole, runtime, settings, learn)
+        picks, scores = _picks(CostModel.load(trained_run), whole, runtime, settings, learn,
+                               None)
         assert len(picks) == min(12, runtime.size) == len(set(picks.tolist()))
         assert scores.shape == runtime.shape
 
@@ -297,7 +298,7 @@ def test_tune_sim_with_the_search_reference_scores_the_pool_as_tune_would(traine
     """--reference search: each graph's statistics fixed by the configs tune_graph draws, not by
     the pool; the saved Kendall is the fresh model's, ranking the pool with that reference."""
     from scipy.stats import kendalltau
-    from models.tuning.tune_graph import search_reference
+    from models.tuning.tune_graph import model_reference
     s = SimSettings(budgets=(1, 5), reference="search")
     assert s.result_name == "tune_sim_ref-search.json"
     result = simulate(trained_run, tiny_npz, ["layout:xla:random"], replace(s, max_graphs=1),
@@ -308,9 +309,12 @@ def test_tune_sim_with_the_search_reference_scores_the_pool_as_tune_would(traine
                                *[np.load(path)["config_runtime"].astype(np.float64)])
     space = LayoutSpace.of_graph(g.node_feat, g.node_opcode, g.edge_index, g.node_config_ids,
                                  TuneSettings().space)
-    ranking = CostModel.load(trained_run).rank(
+    model = CostModel.load(trained_run)
+    reference = model_reference(model, GraphArrays.of_graph(g), space, TuneSettings(), 0,
+                                "layout:xla:random")
+    ranking = model.rank(
         **{k: getattr(g, k) for k in GRAPH_KEYS}, node_config_feat=g.node_config_feat,
-        reference=search_reference(space, TuneSettings(), 0), collection="layout:xla:random")
+        reference=reference, collection="layout:xla:random")
     expected = kendalltau(ranking.scores, -runtime).statistic
     assert graph["graph"] == path.stem
     assert graph["pool_view"]["kendall"] == pytest.approx(expected, abs=1e-9)

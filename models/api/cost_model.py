@@ -52,7 +52,7 @@ from models.api.model_choice import DEFAULT_COLLECTION, MissingModelError, choos
 from models.api.reference import (DrawnReferenceWarning, distinct, drawn_message,
                                   shortfall, too_few_message)
 from models.api.refine import UpdateResult
-from models.api.reference_growth import Growth
+from models.api.reference_growth import Growth, predicted
 from models.api.saved_state import LearntGraph, SavedState
 from models.api.trained_run import TrainedRun, trained_on_sample
 from features.graph.layout_space import REFERENCE_CONFIGS, drawn_reference
@@ -309,6 +309,25 @@ def fresh(model: CostModel, models: dict | None = None) -> CostModel:
     evaluation starts."""
     trained = model.trained if models is None else replace(model.trained, models=models)
     return CostModel(trained, cache_size=model.cache.size, growth=model.growth)
+
+
+def start_reference(model: CostModel, graph: GraphArrays, reference: np.ndarray,
+                    collection: str, name: str = "graph") -> np.ndarray:
+    """The reference a search starting from `reference` (layouts it drew) gives `model` for the
+    graph: grown by the model's own picks (reference_growth.predicted) for a file-reference
+    run's graphs of the families model.growth names, else `reference` itself."""
+    g = model._graph({**graph.kwargs(), "node_config_feat": reference, "config_feat": None},
+                     collection, name)
+    if model.trained.settings.reference != "file" or not model.growth.predicts(g.collection):
+        return reference
+    _refuse_invalid(g)
+    scorer = Scorer(model.trained.models[g.collection], model.trained.settings,
+                    model.trained.without, model.growth)
+
+    def score(configs: np.ndarray) -> np.ndarray:
+        ref = g.with_configs(configs)
+        return scorer.prior_of(ref, scorer.new_state(ref, configs))[0]
+    return predicted(g, reference, score, model.growth)
 
 
 def _refuse_invalid(g: Graph) -> None:

@@ -50,7 +50,7 @@ from models.metrics import kendall_tau_b
 from models.reporting.live_search_table import geomean
 from models.training.family_split import graph_family
 from models.training.fold_models import fold_models
-from models.tuning.tune_graph import search_reference, tune_graph
+from models.tuning.tune_graph import model_reference, tune_graph
 from models.tuning.tuner import CAUSES, Blind, Bound, TuneSettings, tune
 
 SEARCHES = ("updated", "frozen", "blind", "bound")
@@ -130,7 +130,7 @@ def near_check(model: CostModel, taught: CostModel, hw: Hardware, result, collec
     if len(near) < 20:
         return None
     faster = -hw.log_runtime(near)
-    reference = search_reference(space, settings, seed)
+    reference = model_reference(model, hw.graph, space, settings, seed, collection)
     return {"configs": int(len(near)),
             **{name: kendall_tau_b(scored(m, hw, near, reference, collection), faster)
                for name, m in (("frozen", fresh(model)), ("updated", taught))}}
@@ -150,8 +150,8 @@ def graph_results(model, hw_run, path, collection, args, settings) -> dict:
            "nodes": int(hw.graph.node_config_ids.size), "genetic": genetic_best(hw, path),
            "model_kendall": model_kendall(model, hw, configs, collection),
            "search_kendall": model_kendall(model, hw, configs, collection,
-                                           search_reference(space_of(hw, settings), settings,
-                                                            0))}
+                                           model_reference(model, hw.graph, space_of(hw, settings),
+                                                           settings, 0, collection))}
     at = sorted({*[n for n in args.at if n < args.budget], args.budget})
     out["at"] = at
     for search in args.searches:

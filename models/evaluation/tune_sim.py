@@ -39,7 +39,7 @@ from models.metrics import kendall_tau_b
 from models.training.run_files import is_partner
 from models.training.run_record import RunRecord
 from features.graph.layout_space import LayoutSpace, config_keys, group_codes
-from models.tuning.tune_graph import search_reference
+from models.tuning.tune_graph import model_reference
 from models.tuning.tuner import Bound, Frozen, TuneSettings, tune_pool
 
 STRATEGIES = ("random", "frozen", "updated")
@@ -95,15 +95,16 @@ def _found(runtime: np.ndarray, picks: np.ndarray, budgets) -> list[float]:
     return [float(runtime[picks[:k]].min() / best) for k in budgets]
 
 
-def _picks(model: CostModel, g, runtime: np.ndarray, s: SimSettings,
-           learn: bool) -> tuple[np.ndarray, np.ndarray]:
+def _picks(model: CostModel, g, runtime: np.ndarray, s: SimSettings, learn: bool,
+           reference: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     """The configs a search measures, in order: the tuner's loop over the pool (tune_pool,
     `learn` or frozen), a measurement reading the pool's runtime; and the pool's scores after
-    the last round (updated with it too when `learn`)."""
+    the last round (updated with it too when `learn`); `reference` fixes g's statistics
+    (sim_reference)."""
     configs = getattr(g, config_key(g.collection))
     index = {k: i for i, k in enumerate(config_keys(configs))}
     measure = lambda c: runtime[[index[k] for k in config_keys(c)]]     # noqa: E731
-    bound = Bound(model, GraphArrays.of_graph(g), sim_reference(g, s), collection=g.collection,
+    bound = Bound(model, GraphArrays.of_graph(g), reference, collection=g.collection,
                   key=config_key(g.collection), name=g.graph_id)
     result = tune_pool(measure, configs, bound if learn else Frozen(bound),
                        min(max(s.budgets), runtime.size), seed=s.seed,
@@ -111,14 +112,15 @@ def _picks(model: CostModel, g, runtime: np.ndarray, s: SimSettings,
     return np.array([index[k] for k in config_keys(result.configs)]), bound.score(configs)[0]
 
 
-def sim_reference(g, s: SimSettings) -> np.ndarray | None:
+def sim_reference(model: CostModel, g, s: SimSettings) -> np.ndarray | None:
     """The configs fixing g's statistics: None (the pool itself, the model's first call) or
-    the reference tune_graph draws from g's layout space (tile pools are their own)."""
+    the reference tune_graph gives the model (tile pools are their own)."""
     if s.reference == "pool" or is_tile(g.collection):
         return None
     space = LayoutSpace.of_graph(g.node_feat, g.node_opcode, g.edge_index, g.node_config_ids,
                                  TuneSettings().space)
-    return search_reference(space, TuneSettings(), s.seed)
+    return model_reference(model, GraphArrays.of_graph(g), space, TuneSettings(), s.seed,
+                           g.collection)
 
 
 def pool_view(scores: np.ndarray, runtime: np.ndarray, k: int = TOP_K) -> dict:
@@ -187,8 +189,9 @@ def simulate_graph(model: CostModel, path: Path, collection: str,
     for i, m in variants:
         start = fresh(m)
         tag = "" if i is None else f"_seed{i}"
-        frozen, frozen_scores = _picks(start, g, runtime, s, False)
-        updated, updated_scores = _picks(start, g, runtime, s, True)
+        reference = sim_reference(start, g, s)
+        frozen, frozen_scores = _picks(start, g, runtime, s, False, reference)
+        updated, updated_scores = _picks(start, g, runtime, s, True, reference)
         out[f"frozen{tag}"] = _found(runtime, frozen, s.budgets)
         out[f"updated{tag}"] = _found(runtime, updated, s.budgets)
         if i is None:

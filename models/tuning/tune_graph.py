@@ -16,6 +16,7 @@ import numpy as np
 
 from features.graph.layout_space import LayoutSpace, reference_configs
 from models.api import CostModel, GraphArrays, program_collection
+from models.api.cost_model import start_reference
 from models.tuning.tuner import Bound, Frozen, TuneResult, TuneSettings, tune, tune_pool
 
 
@@ -41,12 +42,20 @@ def tune_graph(model: CostModel, measure: Callable, *, budget: int, node_feat, n
                          budget, seed=seed, settings=settings)
     space = LayoutSpace.of_graph(node_feat, node_opcode, edge_index, node_config_ids,
                                  settings.space)
-    bound = Bound(model, graph, search_reference(space, settings, seed),
-                  collection or program_collection(model.trained.models, node_opcode))
+    collection = collection or program_collection(model.trained.models, node_opcode)
+    bound = Bound(model, graph, model_reference(model, graph, space, settings, seed, collection),
+                  collection)
     return tune(measure, space, bound if learn else Frozen(bound), budget, seed=seed,
                 settings=settings)
 
 
 def search_reference(space: LayoutSpace, settings: TuneSettings, seed: int) -> np.ndarray:
-    """The reference configs a search of `space` gives its model (its graph's statistics)."""
+    """The layouts a search of `space` draws for its model's reference (its graph's statistics)."""
     return reference_configs(space, settings.reference, seed)
+
+
+def model_reference(model: CostModel, graph: GraphArrays, space: LayoutSpace,
+                    settings: TuneSettings, seed: int, collection: str) -> np.ndarray:
+    """The reference a search gives its model: the layouts it draws, grown by the model's own
+    picks where the model's growth says (models.api.cost_model.start_reference)."""
+    return start_reference(model, graph, search_reference(space, settings, seed), collection)
