@@ -29,7 +29,8 @@ from features.schema import collection_slug
 
 from models.api import CostModel, GraphArrays, TrainedRun
 from models.tuning.search import evolve
-from features.graph.layout_space import LayoutSpace, reference_configs
+from features.graph.layout_space import LayoutSpace
+from models.tuning.tune_graph import model_reference
 from models.tuning.tuner import Bound, TuneSettings
 from models.training.run_files import first_seeds
 from models.training.runs import TrainConfig, fit_partners, fit_seeds
@@ -174,12 +175,17 @@ def _tuner_round(model: CostModel, layout: GraphArrays, spec: RankSpec,
     distribution, as a search's first (slowest) round does: its draws bring the most node
     rows the model has not scored. The graph's state is built before (once per search).
     TUNE_GROWING's rounds each bring the fastest configs yet (their runtimes drawn below the
-    history's), so each rebuilds the grown reference's tables: its worst case."""
+    history's), so each rebuilds the grown reference's tables: its worst case. `start`: the
+    search's reference given once before its first round (model_reference: a CNN's grown by
+    the model's own search)."""
     s = TuneSettings()
     rng = np.random.default_rng(spec.seed)
     space = LayoutSpace.of_graph(layout.node_feat, layout.node_opcode, layout.edge_index,
-                                 layout.node_config_ids)
-    bound = Bound(model, layout, reference_configs(space, s.reference, spec.seed), collection)
+                                 layout.node_config_ids, s.space)
+    given = []
+    start = _cpu_timed(lambda: given.append(model_reference(model, layout, space, s, spec.seed,
+                                                            collection)))
+    bound = Bound(model, layout, given[0], collection)
     history = space.mutate(rng, space.random(rng, TUNER_HISTORY))
     bound.learn(history, np.exp(rng.normal(0, 0.1, len(history))))
     fastest = [0.5]
@@ -190,7 +196,7 @@ def _tuner_round(model: CostModel, layout: GraphArrays, spec: RankSpec,
         fastest[0] /= 2
         bound.learn(picks, fastest[0] * np.exp(rng.normal(0, 0.1, len(picks))))
     times = [_cpu_timed(one_round) for _ in range(2)]
-    return {"time": _median(times), "collection": collection,
+    return {"time": _median(times), "start": start, "collection": collection,
             "proposals": (s.search.proposals + s.search.sampled) * s.search.generations,
             "history": TUNER_HISTORY, "config_nodes": space.n_nodes,
             "models": len(model.trained.models[collection])}
@@ -269,7 +275,8 @@ def _tuner_line(t: dict) -> str:
             f"nodes): screening {t['proposals']:,} proposals on {t['collection']}'s "
             f"{t['models']} models (`tune`'s default: node learners beside the rankers) and an "
             f"update after {t['history']} measurements{growing}, {wall:.2f} s (CPU {cpu:.2f}; "
-            f"target 2 s)")
+            f"target 2 s); the search's reference before it, once per search, "
+            f"{t['start'][0]:.2f} s (CPU {t['start'][1]:.2f})")
 
 
 def _real_lines(real: dict | None) -> list[str]:
