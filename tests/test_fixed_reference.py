@@ -13,9 +13,13 @@ import pytest
 
 import pipeline
 from features import FeatureConfig
+from features.graph.layout_space import LayoutSpace
 from features.npz.find import list_npz
 from features.schema import GRAPH_KEYS
-from models.api import CostModel
+from models.api import CostModel, GraphArrays
+from models.api.cost_model import start_reference
+from models.tuning.tune_graph import search_reference
+from models.tuning.tuner import TuneSettings
 from models.training.run_files import latest_run
 
 from tests.conftest import QUICK_LGBM
@@ -155,3 +159,13 @@ def test_tune_without_run_searches_with_the_kind_that_fits_the_program(
     chosen = drawn_run if family == "xla" else trained_run
     line = next(line for line in said.splitlines() if line.startswith("searching with"))
     assert chosen.name in line and "note:" not in said
+
+
+def test_a_search_gives_a_drawn_run_the_layouts_it_drew(drawn_run, graph):
+    """The model's own search grows a file-reference run's CNN reference only: a drawn run's
+    reference is its own, so the layouts a search drew are passed on as they are."""
+    arrays = GraphArrays(**graph[0])
+    space = LayoutSpace.of_graph(arrays.node_feat, arrays.node_opcode, arrays.edge_index,
+                                 arrays.node_config_ids, TuneSettings().space)
+    drawn = search_reference(space, TuneSettings(), 0)
+    assert start_reference(CostModel.load(drawn_run), arrays, drawn, COLLECTION) is drawn

@@ -1,6 +1,7 @@
 """A graph's reference grown with its measurements (models/api/reference_growth.py): the fastest
 measured configs and their mutants join the reference a file-reference run reads its
-statistics from, exactly as if a caller had passed that reference."""
+statistics from, exactly as if a caller had passed that reference; and a CNN search's first
+reference, grown by the model's own search (start_reference)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,12 +9,12 @@ import pytest
 
 from pathlib import Path
 
-from features.graph.layout_space import allowed_ranks, config_keys, invalid_configs
+from features.graph.layout_space import LayoutSpace, allowed_ranks, config_keys, invalid_configs
 from features.npz.find import list_npz
 from features import Graph
 from models.api import CostModel, GraphArrays, Growth
 from models.api.cost_model import start_reference
-from models.api.reference_growth import fastest, grown
+from models.api.reference_growth import fastest, grown, top_scored
 from models.tuning.tune_graph import model_reference, search_reference, tune_graph
 from models.tuning.tuner import TuneSettings
 
@@ -29,10 +30,10 @@ def test_growth_applies_to_the_named_programs_layout_graphs_only():
 
 
 def test_the_models_own_search_grows_the_first_reference_of_cnn_layout_graphs_only():
-    assert Growth().predicts("layout:xla:default") and Growth().predicts("layout:xla:random")
-    assert not Growth().predicts("layout:nlp:default") and not Growth().predicts("tile:xla")
-    assert not Growth(steps=0).predicts("layout:xla:default")
-    assert not Growth(elite=0).predicts("layout:xla:default")
+    assert Growth().starts("layout:xla:default") and Growth().starts("layout:xla:random")
+    assert not Growth().starts("layout:nlp:default") and not Growth().starts("tile:xla")
+    assert not Growth(steps=0).starts("layout:xla:default")
+    assert not Growth(elite=0).starts("layout:xla:default")
 
 
 def test_the_fastest_are_the_distinct_configs_of_lowest_mean_log_runtime():
@@ -127,31 +128,46 @@ def _drawn(arrays: GraphArrays, seed: int = 0) -> np.ndarray:
 
 
 def _space(arrays: GraphArrays):
-    from features.graph.layout_space import LayoutSpace
     return LayoutSpace.of_graph(arrays.node_feat, arrays.node_opcode, arrays.edge_index,
                                 arrays.node_config_ids, TuneSettings().space)
+
+
+def test_the_top_scored_are_distinct_highest_first():
+    configs = np.zeros((5, 1, 18), np.int8)
+    configs[:, 0, 0] = [3, 1, 3, 2, 0]
+    best = top_scored(configs, np.array([0.9, 0.5, 0.9, 0.7, 0.7]), 3)
+    assert [c[0, 0] for c in best] == [3, 0, 2]      # 3 once; a tie goes to the lower key
 
 
 def test_a_cnn_search_starts_from_the_models_own_search_around_its_drawn_layouts(trained_run,
                                                                                  cnn_graph):
     """Independent reference: the loop written out with rank() alone: a model that has not
-    seen the graph ranks the reference so far with it as reference=; its ten top-scored and
-    their mutants join the drawn layouts, five times."""
+    seen the graph ranks the reference so far with it as reference=; its ten top-scored
+    distinct configs (by score, then key) and their mutants join the drawn layouts, five
+    times, step i's mutants drawn at seed 1 + i."""
     drawn = _drawn(cnn_graph)
     growth = Growth(mutants=60)
     model = CostModel.load(trained_run, growth=growth)
     out = start_reference(model, cnn_graph, drawn, CNN)
 
+    g = _graph(cnn_graph, drawn)._replace(collection=CNN)
     reference = drawn
-    for _ in range(growth.steps):
+    for step in range(growth.steps):
         scores = CostModel.load(trained_run).rank(
             **cnn_graph.kwargs(), node_config_feat=reference, reference=reference,
             collection=CNN).scores
-        elite = reference[np.argsort(-scores, kind="stable")[:growth.elite]]
-        reference = grown(_graph(cnn_graph, drawn), drawn, elite, growth)
+        keys = config_keys(reference)
+        first = {}
+        for i in sorted(range(len(keys)), key=lambda i: (-scores[i], keys[i])):
+            first.setdefault(keys[i], i)
+        elite = reference[list(first.values())[:growth.elite]]
+        assert len(set(config_keys(elite))) == growth.elite
+        reference = grown(g, drawn, elite, Growth(mutants=60, seed=1 + step))
     np.testing.assert_array_equal(out, reference)
     assert out.shape[0] == len(drawn) + growth.elite + growth.mutants
     assert len(model.cache) == 0     # the model itself saw nothing
+    as_int64 = start_reference(model, cnn_graph, drawn.astype(np.int64), CNN)
+    np.testing.assert_array_equal(as_int64, out)
 
 
 def test_other_graphs_and_runs_start_from_the_drawn_layouts(trained_run, nlp_graph, cnn_graph):

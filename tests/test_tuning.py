@@ -23,6 +23,7 @@ from models.reporting.tune_sim_table import format_draws, format_table
 from models.evaluation.hardware import Hardware, quirk_sum
 from models.evaluation.hardware import main as hardware_main
 from models.evaluation.live_search import genetic_best
+from models.tuning.tune_graph import model_reference
 from models.tuning.tuner import TuneSettings
 from models.evaluation.tune_sim import (NEAR_STEPS, SimSettings, _picks, distinct_pool,
                                         near_best, random_best, simulate)
@@ -281,9 +282,13 @@ def test_tune_sim_measures_three_searches_on_validation_graphs(trained, trained_
     assert [line.get_label() for line in figure.axes[0].get_lines()] == ["random", "frozen",
                                                                          "updated"]
     # Another seed's draws are saved apart; then the gain over the draws saved with the same
-    # settings is printed (not a result of other settings: here one of round size 3)
+    # settings is printed (not a result of other settings: here one of round size 3, and one
+    # whose searches' references grew otherwise: a model of another Growth)
     other = {**saved, "settings": {**saved["settings"], "seed": 2, "round_size": 3}}
     (trained_run / "tune_sim_seed-2.json").write_text(json.dumps(other))
+    grown_otherwise = {**saved, "settings": {**saved["settings"], "seed": 3},
+                       "growth": {**saved["growth"], "steps": 0}}
+    (trained_run / "tune_sim_seed-3.json").write_text(json.dumps(grown_otherwise))
     assert pipeline.main(["tune-sim", "--data-dir", data_dir, "--cache-dir", str(cache),
                           "--run", str(trained_run), "--max-graphs", "1", "--collections",
                           "layout:xla:random", "--seed", "1"]) == 0
@@ -298,7 +303,6 @@ def test_tune_sim_with_the_search_reference_scores_the_pool_as_tune_would(traine
     """--reference search: each graph's statistics fixed by the configs tune_graph draws, not by
     the pool; the saved Kendall is the fresh model's, ranking the pool with that reference."""
     from scipy.stats import kendalltau
-    from models.tuning.tune_graph import model_reference
     s = SimSettings(budgets=(1, 5), reference="search")
     assert s.result_name == "tune_sim_ref-search.json"
     result = simulate(trained_run, tiny_npz, ["layout:xla:random"], replace(s, max_graphs=1),
@@ -548,7 +552,7 @@ def test_the_live_searchs_budgets_and_bound_are_judged_by_the_stand_in(trained_r
     measurements, at the whole budget its confirmed best, each as the stand-in's noiseless
     runtime over the default's; the bound's model is the stand-in's own runtime; the held-out
     check scores unmeasured configs only, frozen and updated alike."""
-    from features.graph.layout_space import config_keys, reference_configs
+    from features.graph.layout_space import config_keys
     from models.evaluation.live_search import (Exact, found_at, near_check, near_configs,
                                                one_search, scored)
     path = list_npz(tiny_npz, "layout:xla:default", "valid")[0]
@@ -573,7 +577,10 @@ def test_the_live_searchs_budgets_and_bound_are_judged_by_the_stand_in(trained_r
     assert near["configs"] == len(configs) >= 20
     assert not set(config_keys(configs)) & set(config_keys(result.configs))
     faster = -np.log(hw.runtime(configs))
-    reference = reference_configs(space, settings.reference, 0)
+    # the reference tune_graph gave the search (for this CNN graph, grown by the model's own
+    # search): the frozen model's view is scored with it
+    reference = model_reference(CostModel.load(trained_run), hw.graph, space, settings, 0,
+                                "layout:xla:default")
     by = {}
     for name, m in (("frozen", CostModel.load(trained_run)), ("updated", taught)):
         by[name] = m.rank(**hw.graph.kwargs(), node_config_feat=configs, reference=reference,
@@ -608,7 +615,7 @@ def test_the_live_searchs_model_kendall_is_the_models_order_of_the_files_configs
     assert model_kendall(alone, Hardware(alone, path), configs, "layout:xla:default") == \
         pytest.approx(1.0)
     space = LayoutSpace.of_graph(*(getattr(hw.graph, k) for k in GRAPH_KEYS[:4]))
-    reference = reference_configs(space, TuneSettings().reference, 0)   # tune_graph's
+    reference = reference_configs(space, TuneSettings().reference, 0)   # any reference
     searched = fresh(model).rank(**hw.graph.kwargs(), node_config_feat=configs,
                                  reference=reference, collection="layout:xla:default").scores
     assert model_kendall(model, hw, configs, "layout:xla:default", reference) == \

@@ -12,7 +12,8 @@ the configs it measures, save and load what it learnt.
 The face is those four verbs; what a model holds is public and read-only: `trained` (the run's
 models and settings, trained_run.py), `state()` (what save writes, saved_state.py), `cache`
 (the graphs kept, graph_cache.py), `growth` (how a graph's reference grows with its
-measurements, reference_growth.py; a load setting, not saved). Ranking a file is
+measurements, and a CNN search's first one with the model's own picks, reference_growth.py;
+a load setting, not saved). Ranking a file is
 `models.api.rank_file(model, path)`.
 
 Scores mean the same in every call: a config's score depends on the graph and the config, never
@@ -52,7 +53,7 @@ from models.api.model_choice import DEFAULT_COLLECTION, MissingModelError, choos
 from models.api.reference import (DrawnReferenceWarning, distinct, drawn_message,
                                   shortfall, too_few_message)
 from models.api.refine import UpdateResult
-from models.api.reference_growth import Growth, predicted
+from models.api.reference_growth import Growth, model_grown
 from models.api.saved_state import LearntGraph, SavedState
 from models.api.trained_run import TrainedRun, trained_on_sample
 from features.graph.layout_space import REFERENCE_CONFIGS, drawn_reference
@@ -94,7 +95,7 @@ class CostModel:
     def __init__(self, trained: TrainedRun, *, cache_size: int = 8, growth: Growth = Growth()):
         self.trained = trained
         self.cache = GraphCache(cache_size)
-        self.growth = growth    # how a graph's reference grows with its measurements
+        self.growth = growth    # how a graph's reference grows (reference_growth.py)
 
     @classmethod
     def load(cls, path: str | Path, *, cache_size: int = 8, seeds: int | None = None,
@@ -105,7 +106,8 @@ class CostModel:
         SampleTrainedWarning if that was the generated sample. seeds: score with the run's
         first `seeds` seeds only (each seed's model costs time in every call), None: all of
         them; a saved model keeps the seeds it was saved with. growth: how a layout graph's
-        reference grows with its measurements (models/api/reference_growth.py;
+        reference grows with its measurements, and a search's first reference of a CNN graph
+        with the model's own picks (start_reference; models/api/reference_growth.py;
         Growth(elite=0): never)."""
         path = Path(path)
         if saved_state.is_saved(path):
@@ -256,8 +258,7 @@ class CostModel:
         return graph_from_arrays(arrays, chosen, name=name)
 
     def _state(self, g: Graph, reference, restore: bool = False) -> tuple[Scorer, GraphState]:
-        scorer = Scorer(self.trained.models[g.collection], self.trained.settings,
-                        self.trained.without, self.growth)
+        scorer = self._scorer(g.collection)
         key = graph_key(g)
         state = self.cache.get(key)
         if state is not None:
@@ -267,6 +268,10 @@ class CostModel:
         state.origin = origin
         self.cache.keep(key, g, state)
         return scorer, state
+
+    def _scorer(self, collection: str) -> Scorer:
+        return Scorer(self.trained.models[collection], self.trained.settings,
+                      self.trained.without, self.growth)
 
     def _reference(self, g: Graph, reference, restore: bool = False) -> tuple[np.ndarray, str]:
         """(the configs fixing a new graph's statistics, where they came from): reference=,
@@ -314,20 +319,20 @@ def fresh(model: CostModel, models: dict | None = None) -> CostModel:
 def start_reference(model: CostModel, graph: GraphArrays, reference: np.ndarray,
                     collection: str, name: str = "graph") -> np.ndarray:
     """The reference a search starting from `reference` (layouts it drew) gives `model` for the
-    graph: grown by the model's own picks (reference_growth.predicted) for a file-reference
-    run's graphs of the families model.growth names, else `reference` itself."""
+    graph: grown by the model's own picks (reference_growth.model_grown) for a file-reference
+    run's graphs of the families model.growth names, else `reference` itself. The model
+    keeps nothing of it: each step is scored as a model that never saw the graph would."""
     g = model._graph({**graph.kwargs(), "node_config_feat": reference, "config_feat": None},
                      collection, name)
-    if model.trained.settings.reference != "file" or not model.growth.predicts(g.collection):
+    if model.trained.settings.reference != "file" or not model.growth.starts(g.collection):
         return reference
     _refuse_invalid(g)
-    scorer = Scorer(model.trained.models[g.collection], model.trained.settings,
-                    model.trained.without, model.growth)
+    scorer = model._scorer(g.collection)
 
     def score(configs: np.ndarray) -> np.ndarray:
         ref = g.with_configs(configs)
         return scorer.prior_of(ref, scorer.new_state(ref, configs))[0]
-    return predicted(g, reference, score, model.growth)
+    return model_grown(g, g.node_config_feat, score, model.growth)
 
 
 def _refuse_invalid(g: Graph) -> None:

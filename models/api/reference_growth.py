@@ -11,13 +11,13 @@ measurements: a saved model restores it from them.
 
 Before any measurement a search has only the layouts it drew around the compiler default, no
 population. For a CNN graph the reference a search gives the model is then grown by the
-model's own short genetic search (`predicted`): the drawn layouts, the model's top-scored few
-and their mutants, `steps` times. On the CNN pools it lifted the file run's Kendall from 0.40 to
-0.61 before the first measurement; on the transformer pools it lowered it (0.54 -> 0.53).
+model's own short genetic search (`model_grown`): the drawn layouts, the model's top-scored few
+and their mutants, `steps` times. On the CNN pools it lifted the file run's Kendall before the
+first measurement from 0.40 to 0.61; on the transformer pools it lowered it (0.53 -> 0.46-0.48).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -40,13 +40,14 @@ class Growth:
     # (0: none), for these program families (docs/records/new_families.md, "the model's own
     # search as a CNN's first reference")
     steps: int = 5
-    predicted: tuple[str, ...] = ("xla",)
+    start_programs: tuple[str, ...] = ("xla",)
 
     def applies(self, collection: str) -> bool:
         return self._grows(collection, self.programs)
 
-    def predicts(self, collection: str) -> bool:
-        return self.steps > 0 and self._grows(collection, self.predicted)
+    def starts(self, collection: str) -> bool:
+        """Whether a search's first reference of the collection's graphs is model_grown."""
+        return self.steps > 0 and self._grows(collection, self.start_programs)
 
     def _grows(self, collection: str, programs: tuple[str, ...]) -> bool:
         return (self.elite > 0 and not is_tile(collection)
@@ -61,6 +62,12 @@ def fastest(measured: np.ndarray, runtimes: np.ndarray, k: int) -> np.ndarray:
     return measured[first[np.argsort(mean, kind="stable")[:k]]]
 
 
+def top_scored(configs: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
+    """The k distinct configs of highest score (a config's score is the same wherever it
+    appears; ties: the lower key)."""
+    return fastest(configs, np.exp(-scores), k)
+
+
 def grown(g: Graph, base: np.ndarray, elite: np.ndarray, growth: Growth) -> np.ndarray:
     """The first reference, the elite and `growth.mutants` children of it (tuner.py's moves
     in the graph's layout space), drawn at growth.seed."""
@@ -70,13 +77,14 @@ def grown(g: Graph, base: np.ndarray, elite: np.ndarray, growth: Growth) -> np.n
     return np.concatenate([base, elite, space.mutate(rng, parents)])
 
 
-def predicted(g: Graph, base: np.ndarray, score: Callable[[np.ndarray], np.ndarray],
-              growth: Growth) -> np.ndarray:
+def model_grown(g: Graph, base: np.ndarray, score: Callable[[np.ndarray], np.ndarray],
+                growth: Growth) -> np.ndarray:
     """base grown with the model's own picks, `growth.steps` times: `score(reference)` (higher =
-    predicted faster, with that reference fixing the statistics) picks the elite of the
-    reference so far, and the next is `grown` from base and it."""
+    predicted faster, with that reference fixing the statistics) picks the `growth.elite`
+    distinct top-scored configs of the reference so far, and the next is `grown` from base and
+    them (step i's mutants drawn at growth.seed + 1 + i)."""
     reference = base
-    for _ in range(growth.steps):
-        elite = reference[np.argsort(-score(reference), kind="stable")[:growth.elite]]
-        reference = grown(g, base, elite, growth)
+    for step in range(growth.steps):
+        elite = top_scored(reference, score(reference), growth.elite)
+        reference = grown(g, base, elite, replace(growth, seed=growth.seed + 1 + step))
     return reference

@@ -226,7 +226,9 @@ def tune_sim_options(p) -> None:
     p.add_argument("--reference", choices=("pool", "search"), default="pool",
                    help="what fixes each graph's within-graph statistics: pool = the pool's "
                         "own configs (every one measured: no user has that), search = the "
-                        "configs `tune` gives its model (drawn around the compiler default) "
+                        "configs `tune` gives its model (drawn around the compiler default; "
+                        "a CNN's grown by the model's own search when the run's statistics "
+                        "follow its reference) "
                         "(default: %(default)s)")
 
 

@@ -34,6 +34,7 @@ from features.rows.row_selection import target_runtime
 
 from models.api import CostModel, GraphArrays
 from models.api.cost_model import fresh
+from models.api.reference_growth import Growth
 from models.training.fold_models import fold_models
 from models.metrics import kendall_tau_b
 from models.training.run_files import is_partner
@@ -215,7 +216,8 @@ def simulate(run_dir: Path, npz_root: Path, collections, s: SimSettings, *,
     """Every collection's per-graph results and means; written to <run>/<s.result_name>.
     train_entries: the collections' train feature entries (for folds: the models' rows)."""
     model = CostModel.load(run_dir)
-    result = {"settings": asdict(s), "run": str(run_dir), "data": data, "collections": {},
+    result = {"settings": asdict(s), "run": str(run_dir), "data": data,
+              "growth": asdict(model.growth), "collections": {},
               "graphs": ("the valid graphs" if s.folds < 2 else
                          f"the train graphs, their families held out over {s.folds} folds")}
     for collection in collections:
@@ -260,7 +262,7 @@ def saved_draws(run_dir: Path, s: SimSettings, data: str) -> list[dict]:
     """The results in the run of this simulation with every seed of its draws saved (the same
     settings and data but the seed), by seed: how much the draws move it."""
     first = Path(run_dir) / replace(s, seed=0).result_name
-    this = {"settings": asdict(s), "data": data}
+    this = {"settings": asdict(s), "data": data, "growth": asdict(Growth())}   # simulate's
     found = []
     for path in [first] + sorted(first.parent.glob(f"{first.stem}_seed-*.json")):
         try:
@@ -274,11 +276,13 @@ def saved_draws(run_dir: Path, s: SimSettings, data: str) -> list[dict]:
 
 def _same_simulation(a: dict, b: dict, but: str = "") -> bool:
     """Whether two results (or a result and this one's settings and data) are of one
-    simulation: the same data and settings, `but` aside (as saved: tuples are lists)."""
+    simulation: the same data, model growth (a search's reference) and settings, `but` aside
+    (as saved: tuples are lists)."""
     if not isinstance(a.get("settings"), dict) or a.get("data") != b.get("data"):
         return False
     plain = lambda r: {k: v for k, v in json.loads(json.dumps(r["settings"])).items() if k != but}
-    return plain(a) == plain(b)
+    growth = lambda r: json.loads(json.dumps(r.get("growth")))
+    return plain(a) == plain(b) and growth(a) == growth(b)
 
 
 def _save(path: Path, result: dict) -> dict:

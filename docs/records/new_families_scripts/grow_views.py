@@ -1,6 +1,8 @@
 """One-off (issue 70, docs/records/new_families.md, "a reference that grows"), run at 4ab92b6:
 does a reference that holds the measured elite (and its mutants) lift a
-file-reference run's view of a pool toward its view with the pool's own reference?
+file-reference run's view of a pool toward its view with the pool's own reference? ("search"
+is the drawn layouts there; at 92c808a and after, sim_reference(model, g, s) gives a CNN's
+grown by the model's own search, and takes the model.)
     DEV=... python grow_views.py RUN OUT.json [SEED]"""
 import os, sys, json, warnings
 from pathlib import Path

@@ -1,7 +1,9 @@
 """One-off (issue 70, docs/records/new_families.md): the fresh model's view of every dev pool
 (Kendall on the whole pool, best of its 10 top-scored / pool best), with the pool itself as the
 graph's reference and with the reference `tune` gives its model (tune_sim.sim_reference, as
-`tune-sim --reference search`), without the searches (minutes, not an hour):
+`tune-sim --reference search`), without the searches (minutes, not an hour). Run at e5a1d66-
+4ab92b6, when sim_reference(g, s) took no model and gave the drawn layouts; at 92c808a and
+after it is sim_reference(model, g, s):
 
     DEV=../shared/tpugraphs_dev python pool_views.py RUN OUT.json"""
 import os, sys, json, warnings
