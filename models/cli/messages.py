@@ -34,10 +34,10 @@ def error_text(exc: BaseException) -> str:
 # Said by `tune` when its run is not the kind that tunes the program's family best
 # (models.api.model_choice.TUNER_FIXED_REFERENCE)
 FILE_REFERENCE_NOTE = (
-    "note: this run's statistics come from each graph's reference configs, so its view of a "
-    "CNN's layouts moves with the configs a search holds; a run trained with `--feature "
-    "reference=drawn` (on layout:xla:default) ranks them better, and tune takes the "
-    "newest such run for a CNN when --run is not given")
+    "note: this run's statistics come from each graph's reference configs, so a CNN's search "
+    "starts from the model's own short search (a few seconds); a run trained with `--feature "
+    "reference=drawn` (on layout:xla:default) finds faster layouts in a search's first "
+    "rounds, and tune takes the newest such run for a CNN when --run is not given")
 DRAWN_REFERENCE_NOTE = (
     "note: this run's reference is fixed (`--feature reference=drawn`); a transformer's layouts "
     "are searched better by a run trained with the default reference, whose view learns from "
