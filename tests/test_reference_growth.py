@@ -137,6 +137,12 @@ def test_the_top_scored_are_distinct_highest_first():
     configs[:, 0, 0] = [3, 1, 3, 2, 0]
     best = top_scored(configs, np.array([0.9, 0.5, 0.9, 0.7, 0.7]), 3)
     assert [c[0, 0] for c in best] == [3, 0, 2]      # 3 once; a tie goes to the lower key
+    # equal scores, one config three times: the tie still goes to the lower key (keys are
+    # hashes), however many copies either has
+    many = np.repeat(configs[[0, 4]], [3, 1], axis=0)
+    lower = min((0, 3), key=lambda i: config_keys(many[i:i + 1])[0])
+    for order in (many, many[::-1]):
+        np.testing.assert_array_equal(top_scored(order, np.full(4, 0.1 + 0.2), 1)[0], many[lower])
 
 
 def test_a_cnn_search_starts_from_the_models_own_search_around_its_drawn_layouts(trained_run,
@@ -168,6 +174,7 @@ def test_a_cnn_search_starts_from_the_models_own_search_around_its_drawn_layouts
     assert len(model.cache) == 0     # the model itself saw nothing
     as_int64 = start_reference(model, cnn_graph, drawn.astype(np.int64), CNN)
     np.testing.assert_array_equal(as_int64, out)
+    assert out.dtype == as_int64.dtype == np.int8
 
 
 def test_other_graphs_and_runs_start_from_the_drawn_layouts(trained_run, nlp_graph, cnn_graph):

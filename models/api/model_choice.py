@@ -18,7 +18,7 @@ DEFAULT_COLLECTION = {"tile": "tile:xla", "layout": "layout:xla:random"}
 PROGRAM_SEARCHES = ("default", "random")
 # Whether `tune` prefers a run whose reference is fixed (FeatureConfig.reference "drawn") for a
 # program, by its family: a CNN's first rounds find faster layouts with one (a file run is
-# ahead from 20 measurements), a transformer's with a file-reference run, whose graph reference
+# ahead from 50 measurements), a transformer's with a file-reference run, whose graph reference
 # grows with the measurements (reference_growth.py; docs/records/new_families.md, "a reference
 # that grows", "the model's own search as a CNN's first reference")
 TUNER_FIXED_REFERENCE = {"xla": True, "nlp": False}

@@ -222,7 +222,8 @@ def _real_latency(model: CostModel, spec: RankSpec, rng) -> dict:
     return {"file": Path(spec.real_file).name, "nodes": int(g.node_feat.shape[0]),
             "config_nodes": int(nc), "candidates": int(min(c, spec.candidates)),
             "median_distinct": float(np.median(distinct)), "cold": cold,
-            "warm": _median(warm), "tuner_round": _tuner_round(model, graph, spec)}
+            "warm": _median(warm),
+            "tuner_round": _tuner_round(model, GraphArrays.of_graph(g), spec)}
 
 
 def rank_notes(spec: RankSpec, log=print) -> dict:

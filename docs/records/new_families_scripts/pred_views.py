@@ -1,6 +1,6 @@
 """One-off (issue 70, docs/records/new_families.md, "the model's own search as a CNN's first
 reference"), run at 92c808a. Kendall on the pools at a search's start with the product's
-predicted growth, per Growth variant.
+predicted growth, per Growth variant (at 92c808a Growth's `start_programs` was `predicted`).
     VARIANTS='[[elite,mutants,steps],...]' python pred_views.py RUN OUT.json SEED FAM"""
 import os, sys, json, warnings
 from pathlib import Path
