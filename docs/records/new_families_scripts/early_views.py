@@ -17,7 +17,7 @@ from features.graph.layout_space import LayoutSpace
 from models.tuning.tuner import TuneSettings
 from models.tuning.tune_graph import search_reference
 warnings.simplefilter("ignore")
-POOLS = Path("/work/shared/tpugraphs_dev/pools/npz_all/npz/layout")
+POOLS = Path(os.environ.get("DEV", "../shared/tpugraphs_dev")) / "pools/npz_all/npz/layout"
 model = CostModel.load(sys.argv[1])
 seed = int(sys.argv[3]); NS = (5, 10, 20)
 coll = "layout:nlp:default"
